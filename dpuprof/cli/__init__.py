@@ -1,0 +1,61 @@
+"""The ``dpuprof`` command line. Subcommand modules import only click at load time, so ``--help``
+stays fast; each does its heavy imports (pandas, bcc, matplotlib) when it runs."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from dpuprof import __version__
+from dpuprof.cli.doctor import doctor
+from dpuprof.cli.project import project
+from dpuprof.cli.record import record
+from dpuprof.cli.report import report
+from dpuprof.errors import UserError
+
+EPILOG = """\b
+Examples:
+  sudo dpuprof record -- python train.py --epochs 1
+  dpuprof project --dpu bluefield
+  dpuprof report -o report.html
+  dpuprof report fixtures/ddp-plain/recording.rec --format json
+  dpuprof doctor
+"""
+
+
+@click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="dpuprof")
+def cli():
+    """Measure where host CPU goes during a job, and project what a DPU would free.
+
+    record -> dpuprof.rec -> project -> report, like perf record -> perf.data -> perf report.
+    """
+
+
+cli.add_command(record)
+cli.add_command(project)
+cli.add_command(report)
+cli.add_command(doctor)
+
+
+def main(argv=None) -> None:
+    """Entry point: one clear line and exit 2 for bad input, never a traceback."""
+    try:
+        cli.main(args=argv, prog_name="dpuprof", standalone_mode=False)
+    except UserError as err:
+        click.echo(f"dpuprof: error: {err}", err=True)
+        sys.exit(err.exit_code)
+    except click.exceptions.Abort:
+        click.echo("dpuprof: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as err:
+        err.show()
+        sys.exit(2 if err.exit_code == 1 else err.exit_code)
+    except click.exceptions.Exit as err:
+        sys.exit(err.exit_code)
+    except BrokenPipeError:
+        sys.exit(141)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    sys.exit(0)

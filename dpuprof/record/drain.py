@@ -1,0 +1,252 @@
+"""Drain the BPF maps once per interval into rows for the Recording.
+
+Counters in the maps are cumulative (lossless under concurrent updates); each drainer keeps the
+previous reading and returns deltas. The CPU sample counts are double-buffered instead (see
+probes/cpu_sample.bpf.c) because their stack maps must be emptied.
+"""
+
+from __future__ import annotations
+
+import ctypes as ct
+import time
+from collections import Counter, defaultdict
+
+from dpuprof.categories import IDLE, top_level
+from dpuprof.record.classify import Classifier, fold
+
+SOFTIRQ_NAMES = ("HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU")
+BLOCK_OPS = ("read", "write", "other")
+NET_DIRS = ("tx", "rx")
+SOCK_DIRS = ("send", "recv")
+IPPROTO = {6: "tcp", 17: "udp", 132: "sctp", 262: "mptcp", 136: "udplite"}
+_FLIP_SETTLE_S = 0.002  # lets a sample already past the `active` read finish on another CPU
+
+
+class _Cumulative:
+    """Turns cumulative counters {key: tuple} into deltas since the previous call."""
+
+    def __init__(self):
+        self.prev: dict = {}
+
+    def deltas(self, current: dict) -> dict:
+        out = {}
+        for key, vals in current.items():
+            old = self.prev.get(key, (0,) * len(vals))
+            delta = tuple(v - o for v, o in zip(vals, old))
+            if any(delta):
+                out[key] = delta
+        self.prev = current
+        return out
+
+
+class SampleDrainer:
+    """Drains cpu_sample: classified CPU per process plus folded stacks.
+
+    ``drain()`` returns a dict with ``cpu`` {(pid, subcategory): samples}, ``stacks`` {(pid,
+    stack_id): samples}, ``new_stacks`` [(stack_id, folded, category, subcategory)], ``comms``
+    {pid: comm}, ``subcats`` Counter of subcategory samples (for the status line).
+    """
+
+    def __init__(self, bpf, symbolizer, classifier: Classifier):
+        self.bpf = bpf
+        self.sym = symbolizer
+        self.classifier = classifier
+        self.counts = bpf["counts"]
+        self.stacks = (bpf["stacks0"], bpf["stacks1"])
+        self.active = bpf["active"]
+        self.buf = 0
+        self.stack_ids: dict[str, int] = {}
+        self.stack_class: dict[int, str] = {}
+
+    def _frames(self, table, stack_id: int, resolve) -> list[str]:
+        if stack_id < 0:
+            return []
+        try:
+            addrs = list(table.walk(stack_id))
+        except KeyError:
+            return []
+        return [resolve(a) for a in reversed(addrs)]
+
+    def drain(self, workload: set[int]) -> dict:
+        """Symbol names are resolved for ``workload`` processes, which go first so that they are
+        resolved before they can exit; other processes get module names only (cheap)."""
+        old = self.buf
+        self.buf = 1 - old
+        self.active[ct.c_int(0)] = ct.c_uint32(self.buf)
+        time.sleep(_FLIP_SETTLE_S)
+        entries = [(k, v.value) for k, v in self.counts.items() if k.buf == old]
+        entries.sort(key=lambda kv: kv[0].tgid not in workload)
+        for k, _ in entries:
+            try:
+                del self.counts[k]
+            except KeyError:
+                pass
+        table = self.stacks[old]
+        cpu: Counter = Counter()
+        stacks: Counter = Counter()
+        comms: dict[int, str] = {}
+        new_stacks = []
+        for k, n in entries:
+            pid = k.tgid
+            comms.setdefault(pid, k.comm.decode("utf-8", "replace"))
+            kframes = self._frames(table, k.kstack, self.sym.kernel)
+            full = pid in workload
+            uframes = self._frames(table, k.ustack, lambda a, pid=pid, full=full: self.sym.user(pid, a, full))
+            if not kframes and not uframes:
+                # A stack walk failed (counted in `lost`); pid 0 is still the idle task.
+                kframes = ["[idle]"] if pid == 0 else []
+                uframes = [] if pid == 0 else ["[no stack]"]
+            folded = fold(kframes, uframes)
+            sid = self.stack_ids.get(folded)
+            if sid is None:
+                sid = self.stack_ids[folded] = len(self.stack_ids) + 1
+                sub = IDLE if pid == 0 and kframes == ["[idle]"] else self.classifier.classify(kframes, uframes)
+                if pid != 0 and sub == IDLE:
+                    sub = "kernel_other.other"  # a task's own context is never idle
+                self.stack_class[sid] = sub
+                new_stacks.append((sid, folded, top_level(sub), sub))
+            sub = self.stack_class[sid]
+            cpu[(pid, sub)] += n
+            stacks[(pid, sid)] += n
+        table.clear()
+        return {"cpu": cpu, "stacks": stacks, "new_stacks": new_stacks, "comms": comms}
+
+
+class SoftirqDrainer:
+    """softirq: rows (cpu, vector, time_ns, count) of this interval."""
+
+    def __init__(self, bpf):
+        self.ns = bpf["sirq_ns"]
+        self.count = bpf["sirq_count"]
+        self.cum = _Cumulative()
+
+    def drain(self) -> list[tuple]:
+        current = {}
+        for vec, name in enumerate(SOFTIRQ_NAMES):
+            ns = self.ns.getvalue(ct.c_int(vec))
+            cnt = self.count.getvalue(ct.c_int(vec))
+            for cpu, (a, b) in enumerate(zip(ns, cnt)):
+                if a or b:
+                    current[(cpu, name)] = (int(a), int(b))
+        return [(cpu, name, ns, n) for (cpu, name), (ns, n) in sorted(self.cum.deltas(current).items())]
+
+
+def _block_dev_name(dev: int) -> str:
+    major, minor = dev >> 20, dev & ((1 << 20) - 1)
+    try:
+        with open(f"/sys/dev/block/{major}:{minor}/uevent") as fh:
+            for line in fh:
+                if line.startswith("DEVNAME="):
+                    return line.split("=", 1)[1].strip()
+    except OSError:
+        pass
+    return f"{major}:{minor}"
+
+
+class BlockDrainer:
+    """block_io: rows for block_io (dev, op, bytes, ios) and block_latency (op, le_us, count)."""
+
+    def __init__(self, bpf):
+        self.stats = bpf["blk_stats"]
+        self.lat = bpf["blk_lat"]
+        self.cum_io = _Cumulative()
+        self.cum_lat = _Cumulative()
+        self.names: dict[int, str] = {}
+
+    def drain(self) -> tuple[list, list]:
+        io = {}
+        for k, v in self.stats.items():
+            name = self.names.setdefault(k.dev, _block_dev_name(k.dev))
+            io[(name, BLOCK_OPS[min(k.op, 2)])] = (v.bytes, v.ios)
+        lat = {(BLOCK_OPS[min(k.op, 2)], 1 << k.slot): (v.value,) for k, v in self.lat.items()}
+        io_rows = [(dev, op, b, n) for (dev, op), (b, n) in sorted(self.cum_io.deltas(io).items())]
+        lat_rows = [(op, le, n) for (op, le), (n,) in sorted(self.cum_lat.deltas(lat).items())]
+        return io_rows, lat_rows
+
+
+class NetDrainer:
+    """net_dev: rows for net_io (dev, direction, bytes, packets) and the retransmit count."""
+
+    def __init__(self, bpf):
+        self.stats = bpf["net_stats"]
+        self.retrans = bpf["tcp_retrans"]
+        self.cum = _Cumulative()
+        self.prev_retrans = 0
+
+    def drain(self) -> tuple[list, int]:
+        cur = {(k.dev.decode("utf-8", "replace"), NET_DIRS[min(k.dir, 1)]): (v.bytes, v.packets)
+               for k, v in self.stats.items()}
+        rows = [(dev, d, b, p) for (dev, d), (b, p) in sorted(self.cum.deltas(cur).items())]
+        total = int(self.retrans[ct.c_int(0)].value)
+        delta, self.prev_retrans = total - self.prev_retrans, total
+        return rows, delta
+
+
+class SockDrainer:
+    """sock_io: rows (pid, protocol, direction, bytes, calls)."""
+
+    def __init__(self, bpf):
+        self.stats = bpf["sock_stats"]
+        self.cum = _Cumulative()
+
+    def drain(self) -> list[tuple]:
+        cur: dict = defaultdict(lambda: (0, 0))
+        for k, v in self.stats.items():
+            key = (k.tgid, IPPROTO.get(k.protocol, str(k.protocol)), SOCK_DIRS[min(k.dir, 1)])
+            b, c = cur[key]
+            cur[key] = (b + v.bytes, c + v.calls)
+        return [(pid, proto, d, b, c) for (pid, proto, d), (b, c) in sorted(self.cum.deltas(dict(cur)).items())]
+
+
+class LostDrainer:
+    """Counts of data lost in kernel maps, as (kind, count) deltas: never silent."""
+
+    SOURCES = (("sample_lost", ("samples_map_full", "kernel_stack_lost", "user_stack_lost")),
+               ("tree_lost", ("tree_map_full",)),
+               ("blk_lost", ("block_start_map_full",)))
+
+    def __init__(self, bpf, used: list[str]):
+        self.arrays = []
+        for table, kinds in self.SOURCES:
+            try:
+                self.arrays.append((bpf[table], kinds))
+            except KeyError:
+                continue
+        self.cum = _Cumulative()
+
+    def drain(self) -> list[tuple]:
+        cur = {}
+        for arr, kinds in self.arrays:
+            for i, kind in enumerate(kinds):
+                cur[kind] = (int(arr[ct.c_int(i)].value),)
+        return [(kind, n) for kind, (n,) in sorted(self.cum.deltas(cur).items())]
+
+
+class TreeDrainer:
+    """proc_tree: the workload's process tree as {pid: parent tgid}."""
+
+    def __init__(self, bpf, recorder_pid: int):
+        self.tree = bpf["tree"]
+        self.tree[ct.c_uint32(recorder_pid)] = ct.c_uint32(0)
+
+    def parents(self) -> dict[int, int]:
+        return {k.value: v.value for k, v in self.tree.items()}
+
+
+def descendants(parents: dict[int, int], root: int) -> set[int]:
+    """``root`` and every pid whose parent chain reaches it."""
+    children = defaultdict(list)
+    for child, parent in parents.items():
+        children[parent].append(child)
+    out, todo = {root}, [root]
+    while todo:
+        for c in children.get(todo.pop(), ()):
+            if c not in out:
+                out.add(c)
+                todo.append(c)
+    return out
+
+
+
+__all__ = ["SampleDrainer", "SoftirqDrainer", "BlockDrainer", "NetDrainer", "SockDrainer",
+           "LostDrainer", "TreeDrainer", "descendants"]

@@ -1,0 +1,112 @@
+"""The probe registry: which BPF programs exist, what each needs, and loading them with bcc.
+
+Each probe is one file in ``probes/`` (shipped in the wheel as ``dpuprof/_probes``). Probes whose
+tracepoints are missing on this kernel are skipped and reported as unavailable with the reason;
+the rest compile together in one bcc invocation (about 1 s), falling back to one at a time when the
+combined program fails, so one bad probe never costs the others.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+TRACEFS_CANDIDATES = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+
+
+@dataclass(frozen=True)
+class Probe:
+    name: str
+    file: str
+    tracepoints: tuple[str, ...] = ()
+    perf_event: bool = False
+
+
+PROBES = (
+    Probe("proc_tree", "proc_tree.bpf.c", ("sched:sched_process_fork",)),
+    Probe("cpu_sample", "cpu_sample.bpf.c", perf_event=True),
+    Probe("softirq", "softirq.bpf.c", ("irq:softirq_entry", "irq:softirq_exit")),
+    Probe("block_io", "block_io.bpf.c", ("block:block_rq_issue", "block:block_rq_complete")),
+    Probe("net_dev", "net_dev.bpf.c", ("net:net_dev_xmit", "net:netif_receive_skb", "tcp:tcp_retransmit_skb")),
+    Probe("sock_io", "sock_io.bpf.c", ("sock:sock_send_length", "sock:sock_recv_length")),
+)
+PROBE_NAMES = tuple(p.name for p in PROBES)
+REQUIRED = ("proc_tree", "cpu_sample")  # without these there is no workload or category split
+
+
+def probe_dir() -> Path:
+    """Where the BPF C files are: inside the installed wheel, or ``probes/`` of a source tree."""
+    packaged = resources.files("dpuprof").joinpath("_probes")
+    if packaged.is_dir():
+        return Path(str(packaged))
+    return Path(__file__).resolve().parents[2] / "probes"
+
+
+def tracefs() -> Path | None:
+    """The tracefs mount (mounting it when missing and root); None when unreachable."""
+    for cand in TRACEFS_CANDIDATES:
+        if os.path.isdir(os.path.join(cand, "events")):
+            return Path(cand)
+    if os.geteuid() == 0 and os.path.isdir(TRACEFS_CANDIDATES[0]):
+        subprocess.run(["mount", "-t", "tracefs", "nodev", TRACEFS_CANDIDATES[0]],
+                       capture_output=True, check=False)
+        if os.path.isdir(os.path.join(TRACEFS_CANDIDATES[0], "events")):
+            return Path(TRACEFS_CANDIDATES[0])
+    return None
+
+
+def tracepoint_exists(tp: str) -> bool:
+    root = tracefs()
+    category, name = tp.split(":", 1)
+    return root is not None and (root / "events" / category / name / "format").exists()
+
+
+def missing_tracepoints(probe: Probe) -> list[str]:
+    return [tp for tp in probe.tracepoints if not tracepoint_exists(tp)]
+
+
+def _source(probe: Probe) -> str:
+    return (probe_dir() / probe.file).read_text()
+
+
+CFLAGS = ["-w"]  # bcc's headers vs. a newer kernel produce harmless macro warnings
+
+
+def load(bpf_cls, wanted: list[str]) -> tuple[object | None, list[str], dict[str, str]]:
+    """Compile and attach the ``wanted`` probes. Returns (bpf, used names, {unavailable: reason}).
+
+    perf_event attachment (cpu_sample) is done by the caller, which knows the frequency.
+    """
+    unavailable: dict[str, str] = {}
+    candidates = []
+    for probe in PROBES:
+        if probe.name not in wanted:
+            continue
+        missing = missing_tracepoints(probe)
+        if missing:
+            unavailable[probe.name] = "tracepoint missing on this kernel: " + ", ".join(missing)
+        else:
+            candidates.append(probe)
+    if not candidates:
+        return None, [], unavailable
+    try:
+        bpf = bpf_cls(text="\n".join(_source(p) for p in candidates), cflags=CFLAGS)
+        return bpf, [p.name for p in candidates], unavailable
+    except Exception:  # bcc raises a bare Exception on compile/load failure
+        pass
+    # Find the culprit(s) one by one, then load the survivors together.
+    good = []
+    for probe in candidates:
+        try:
+            trial = bpf_cls(text=_source(probe), cflags=CFLAGS)
+            trial.cleanup()
+            good.append(probe)
+        except Exception as err:
+            unavailable[probe.name] = f"failed to compile or load: {str(err).splitlines()[0][:200]}"
+    if not good:
+        return None, [], unavailable
+    bpf = bpf_cls(text="\n".join(_source(p) for p in good), cflags=CFLAGS)
+    return bpf, [p.name for p in good], unavailable

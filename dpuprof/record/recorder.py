@@ -1,0 +1,279 @@
+"""The recording loop: start probes, run the command, drain every interval, commit every interval.
+
+Modes: ``bpf`` (default; root and bcc) samples stacks and classifies CPU into categories;
+``psutil`` (``--probes psutil``) needs no root and records host and per-process CPU splits only.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dpuprof.categories import IDLE, top_level
+from dpuprof.errors import UserError
+from dpuprof.record import child as childmod
+from dpuprof.record.metadata import host_metadata
+from dpuprof.record.status import StatusLine
+from dpuprof.record.telemetry import GpuTelemetry, HostTelemetry, ProcessTelemetry, is_process, process_info
+from dpuprof.recording.writer import RecordingWriter
+
+
+@dataclass
+class Options:
+    command: list[str]
+    output: Path
+    freq_hz: int = 99
+    interval_s: float = 1.0
+    probes: list[str] = field(default_factory=list)  # empty = all bpf probes
+    psutil_only: bool = False
+    quiet: bool = False
+    as_root: bool = False
+
+
+class DiskFull(UserError):
+    pass
+
+
+class Recorder:
+    def __init__(self, opts: Options):
+        self.opts = opts
+        self.user = childmod.invoking_user(opts.as_root)
+        self.bpf = None
+        self.used: list[str] = []
+        self.unavailable: dict[str, str] = {}
+        self.interval = 0
+        self.total_samples = 0
+        self.cat_totals: Counter = Counter()
+        self.known_procs: dict[int, tuple] = {}  # pid -> (ppid, comm, cmdline, in_workload, first, last)
+        self.dirty_procs: set[int] = set()
+        self.process_ok: dict[int, bool] = {}
+        self.lost_total = 0
+
+    # ------------------------------------------------------------------ set-up
+    def _load_bpf(self):
+        from dpuprof.record import probes as probemod
+        from dpuprof.record.bcc_loader import import_bcc
+        from dpuprof.record.classify import Classifier
+        from dpuprof.record.drain import (BlockDrainer, LostDrainer, NetDrainer, SampleDrainer,
+                                          SockDrainer, SoftirqDrainer, TreeDrainer)
+        from dpuprof.record.symbols import Symbolizer
+
+        bcc = import_bcc()
+        wanted = self.opts.probes or list(probemod.PROBE_NAMES)
+        for name in wanted:
+            if name not in probemod.PROBE_NAMES:
+                raise UserError(f"unknown probe {name!r}; known: {', '.join(probemod.PROBE_NAMES)}, psutil")
+        for name in probemod.REQUIRED:
+            if name not in wanted:
+                wanted.append(name)
+        bpf, used, unavailable = probemod.load(bcc.BPF, wanted)
+        for name in probemod.PROBE_NAMES:
+            if name not in wanted:
+                unavailable.setdefault(name, "not selected (--probes)")
+        if bpf is None or any(r not in used for r in probemod.REQUIRED):
+            why = "; ".join(f"{k}: {v}" for k, v in unavailable.items() if k in probemod.REQUIRED)
+            raise UserError(f"cannot load the core probes ({why}); run: dpuprof doctor")
+        try:
+            bpf.attach_perf_event(ev_type=bcc.PerfType.SOFTWARE, ev_config=bcc.PerfSWConfig.CPU_CLOCK,
+                                  fn_name="on_sample", sample_freq=self.opts.freq_hz, cpu=-1)
+        except Exception as err:
+            raise UserError(f"cannot attach the cpu-clock sampler ({err}); run: dpuprof doctor") from None
+        self.bpf, self.used, self.unavailable = bpf, used, unavailable
+        self.tree = TreeDrainer(bpf, os.getpid())
+        self.samples = SampleDrainer(bpf, Symbolizer(bcc.BPF), Classifier())
+        self.softirq = SoftirqDrainer(bpf) if "softirq" in used else None
+        self.block = BlockDrainer(bpf) if "block_io" in used else None
+        self.net = NetDrainer(bpf) if "net_dev" in used else None
+        self.sock = SockDrainer(bpf) if "sock_io" in used else None
+        self.lost = LostDrainer(bpf, used)
+
+    def _check_prerequisites(self):
+        if self.opts.psutil_only:
+            return
+        if os.geteuid() != 0:
+            raise UserError("recording with eBPF needs root: run it with sudo "
+                            "(sudo dpuprof record -- CMD), or use --probes psutil for a light "
+                            "recording without the category split")
+        from dpuprof.record.bcc_loader import import_bcc
+        import_bcc()
+
+    # ------------------------------------------------------------------ run
+    def run(self) -> int:
+        opts = self.opts
+        self._check_prerequisites()
+        if not opts.psutil_only:
+            self._load_bpf()
+        else:
+            self.unavailable = {"cpu_sample": "psutil mode (--probes psutil): no category split"}
+        host, procs, gpu = HostTelemetry(), ProcessTelemetry(), GpuTelemetry()
+        owner = (self.user.uid, self.user.gid) if self.user else None
+        meta = host_metadata() | {
+            "command": list(opts.command), "cwd": os.getcwd(),
+            "mode": "psutil" if opts.psutil_only else "bpf", "category_split": not opts.psutil_only,
+            "sample_freq_hz": 0 if opts.psutil_only else opts.freq_hz, "interval_s": opts.interval_s,
+            "probes_used": ["psutil"] + self.used, "probes_unavailable": self.unavailable,
+            "recorder_pid": os.getpid(), "user": self.user.name if self.user else None,
+            "gpu": gpu.describe(),
+        }
+        writer = RecordingWriter(opts.output, meta, owner)
+        status = StatusLine(quiet=opts.quiet)
+        childmod.block_signals()
+        start = time.time()
+        try:
+            child = childmod.Child(opts.command, self.user)
+        except UserError:
+            writer.close(end_time=time.time(), exit_code=None, complete=True, error="command failed to start")
+            raise
+        writer.set_meta(start_time=start, root_pid=child.pid)
+        t_prev, recording_ok = start, True
+        while True:
+            deadline = t_prev + opts.interval_s
+            self._wait(child, deadline)
+            now = time.time()
+            done = child.poll() is not None
+            if recording_ok:
+                try:
+                    self._write_interval(writer, child, host, procs, gpu, t_prev, now)
+                except sqlite3.OperationalError as err:
+                    recording_ok = False
+                    status.clear()
+                    print(f"dpuprof: error: cannot write {opts.output} ({err}); recording kept up to "
+                          f"interval {self.interval - 1}, the command keeps running", file=sys.stderr)
+            t_prev = now
+            if recording_ok:
+                status.update(now - start, self.total_samples, self.cat_totals, self.lost_total)
+            if done:
+                break
+        status.clear()
+        rc = child.returncode
+        if recording_ok:
+            try:
+                writer.close(end_time=time.time(), exit_code=rc)
+            except sqlite3.OperationalError as err:
+                print(f"dpuprof: error: cannot finish {opts.output} ({err})", file=sys.stderr)
+                recording_ok = False
+        if self.bpf is not None:
+            self.bpf.cleanup()
+        if not recording_ok:
+            return 2 if rc == 0 else rc
+        if not opts.quiet:
+            print(f"dpuprof: recorded {time.time() - start:.1f} s, {self.total_samples} samples "
+                  f"-> {opts.output}; command exited {rc}", file=sys.stderr)
+        return rc
+
+    def _wait(self, child, deadline: float) -> None:
+        """Sleep until ``deadline``, acting on signals as they come; return early when the child exits."""
+        while True:
+            if child.poll() is not None:
+                return
+            child.check_escalation(time.time())
+            left = deadline - time.time()
+            if left <= 0:
+                return
+            info = signal.sigtimedwait(list(childmod.HANDLED), min(left, 0.5))
+            if info is None or info.si_signo == signal.SIGCHLD:
+                continue
+            now = time.time()
+            if info.si_signo == signal.SIGINT and child.escalation >= 1:
+                child.escalate(now)  # a second Ctrl-C: stop harder now
+                continue
+            if not childmod.from_terminal(info):
+                child.send(info.si_signo)
+            child.stop_requested_at = now
+            child.escalation = max(child.escalation, 1)
+
+    # ------------------------------------------------------------------ per interval
+    def _workload_pids(self, child) -> set[int]:
+        if self.bpf is not None:
+            from dpuprof.record.drain import descendants
+            return descendants(self.tree.parents(), child.pid)
+        import psutil
+        try:
+            kids = psutil.Process(child.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            kids = []
+        pids = {child.pid, *(k.pid for k in kids)}
+        self._psutil_seen = getattr(self, "_psutil_seen", set()) | pids
+        return self._psutil_seen
+
+    def _is_process(self, pid: int) -> bool:
+        ok = self.process_ok.get(pid)
+        if ok is None:
+            ok = is_process(pid)
+            if ok or not os.path.exists(f"/proc/{pid}"):
+                self.process_ok[pid] = ok
+        return ok
+
+    def _note_process(self, pid: int, comm: str | None, in_workload: bool, now: float, ppid=None):
+        known = self.known_procs.get(pid)
+        if known is None:
+            info = process_info(pid) if pid > 0 else None
+            if info is not None:
+                p_ppid, p_comm, cmdline = info
+            else:
+                p_ppid, p_comm, cmdline = ppid, comm or "", ""
+            if not in_workload:
+                cmdline = ""  # other users' command lines stay out of a shareable file
+            known = (ppid if ppid is not None else p_ppid, p_comm or comm or "", cmdline, int(in_workload), now, now)
+        else:
+            known = (*known[:3], max(known[3], int(in_workload)), known[4], now)
+        self.known_procs[pid] = known
+        self.dirty_procs.add(pid)
+
+    def _write_interval(self, writer, child, host, procs, gpu, t0, t1):
+        tables: dict[str, list] = {}
+        workload = self._workload_pids(child)
+        parents = self.tree.parents() if self.bpf is not None else {}
+        stacks_new = []
+        if self.bpf is not None:
+            drained = self.samples.drain(workload)
+            freq = self.opts.freq_hz
+            rows = []
+            for (pid, sub), n in sorted(drained["cpu"].items()):
+                rows.append((pid, top_level(sub), sub, n, n / freq))
+                self.total_samples += n
+                if sub != IDLE:
+                    self.cat_totals[top_level(sub)] += n
+            tables["cpu_category"] = rows
+            tables["stack_samples"] = [(pid, sid, n) for (pid, sid), n in sorted(drained["stacks"].items())]
+            stacks_new = drained["new_stacks"]
+            for pid, comm in drained["comms"].items():
+                self._note_process(pid, comm, pid in workload, t1, parents.get(pid))
+            if self.softirq:
+                tables["softirq"] = self.softirq.drain()
+            if self.block:
+                tables["block_io"], tables["block_latency"] = self.block.drain()
+            if self.net:
+                tables["net_io"], retrans = self.net.drain()
+                tables["events"] = [("tcp_retransmit", retrans)] if retrans else []
+            if self.sock:
+                tables["sock_io"] = self.sock.drain()
+            tables["lost"] = self.lost.drain()
+            self.lost_total += sum(n for _, n in tables["lost"])
+            gone = [p for p in drained["comms"] if p > 0 and not os.path.exists(f"/proc/{p}")]
+            self.samples.sym.forget(gone)
+        live_workload = [p for p in workload if self._is_process(p)]
+        for pid in live_workload:
+            if pid not in self.known_procs or not self.known_procs[pid][3]:
+                self._note_process(pid, None, True, t1, parents.get(pid))
+        tables["proc_cpu"] = procs.sample(live_workload)
+        tables.update(host.sample())
+        tables["gpu"] = gpu.sample()
+        processes = [(pid, *self.known_procs[pid]) for pid in sorted(self.dirty_procs)]
+        self.dirty_procs.clear()
+        writer.write_interval(self.interval, t0, t1, tables, processes=processes, stacks=stacks_new)
+        self.interval += 1
+
+
+def record(opts: Options) -> int:
+    """Record ``opts.command``; returns the exit status for dpuprof (the child's, 128+N if killed)."""
+    return Recorder(opts).run()
+
+
+__all__ = ["Options", "record"]

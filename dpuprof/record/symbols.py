@@ -1,0 +1,128 @@
+"""Turn sampled addresses into frame strings while the processes are still alive.
+
+Kernel addresses resolve through /proc/kallsyms (bcc's ksym). User addresses need the process's
+memory map, so they are resolved at every drain, before short-lived tools and DataLoader workers
+exit. bcc caches a process's map when first asked and does not notice libraries loaded later (a
+lazy ``import cryptography``), so the map is kept here too and re-read on a miss, dropping bcc's
+stale cache with it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import re
+
+UNKNOWN = "[unknown]"
+UNRESOLVED = "[unresolved]"  # symbol not looked up (processes outside the workload: module only)
+_MAPS_LINE = re.compile(r"^([0-9a-f]+)-([0-9a-f]+) (\S{4}) \S+ \S+ \d+\s*(.*)$")
+_PKG_DIRS = ("/site-packages/", "/dist-packages/")
+
+
+def clean(text: str) -> str:
+    """Make a symbol safe inside a folded stack (';' separates frames, newline separates stacks)."""
+    return text.replace(";", ":").replace("\n", " ").replace("\r", " ")
+
+
+def module_label(path: str) -> str:
+    """A module path as rules match it: relative to site-packages when inside one, else the base
+    name (``.../site-packages/cryptography/hazmat/bindings/_rust.abi3.so`` ->
+    ``cryptography/hazmat/bindings/_rust.abi3.so``; ``/usr/lib/.../libz.so.1`` -> ``libz.so.1``)."""
+    for marker in _PKG_DIRS:
+        i = path.rfind(marker)
+        if i >= 0:
+            return path[i + len(marker):]
+    if path.startswith("[") or not path:
+        return path or "[anon]"
+    return os.path.basename(path.replace(" (deleted)", ""))
+
+
+class ProcessMaps:
+    """Executable mappings of one process: address -> module path."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.starts: list[int] = []
+        self.entries: list[tuple[int, int, str]] = []
+        self.reload()
+
+    def reload(self) -> bool:
+        """Re-read /proc/PID/maps; False if the process is gone."""
+        try:
+            with open(f"/proc/{self.pid}/maps") as fh:
+                lines = fh.readlines()
+        except OSError:
+            return False
+        entries = []
+        for line in lines:
+            m = _MAPS_LINE.match(line)
+            if m and m[3][2] == "x":
+                entries.append((int(m[1], 16), int(m[2], 16), m[4].strip()))
+        entries.sort()
+        self.entries = entries
+        self.starts = [e[0] for e in entries]
+        return True
+
+    def lookup(self, addr: int) -> str | None:
+        i = bisect.bisect_right(self.starts, addr) - 1
+        if i >= 0 and addr < self.entries[i][1]:
+            return self.entries[i][2]
+        return None
+
+
+class Symbolizer:
+    """Frame strings for kernel and user addresses, cached. ``bpf_cls`` is ``bcc.BPF``."""
+
+    def __init__(self, bpf_cls, max_cached: int = 500_000):
+        self._bpf = bpf_cls
+        self._kcache: dict[int, str] = {}
+        self._ucache: dict[tuple[int, int], str] = {}
+        self._maps: dict[int, ProcessMaps] = {}
+        self._max = max_cached
+
+    def kernel(self, addr: int) -> str:
+        sym = self._kcache.get(addr)
+        if sym is None:
+            sym = clean(self._bpf.ksym(addr).decode("utf-8", "replace"))
+            self._kcache[addr] = sym
+        return sym
+
+    def user(self, pid: int, addr: int, symbols: bool = True) -> str:
+        """``"symbol (module)"`` for ``addr`` in process ``pid``. With ``symbols=False`` only the
+        module is looked up (cheap: no ELF symbol tables are loaded)."""
+        key = (pid, addr)
+        frame = self._ucache.get(key)
+        if frame is None:
+            frame = self._resolve_user(pid, addr, symbols)
+            if len(self._ucache) >= self._max:
+                self._ucache.clear()
+            self._ucache[key] = frame
+        return frame
+
+    def _resolve_user(self, pid: int, addr: int, symbols: bool) -> str:
+        maps = self._maps.get(pid)
+        if maps is None:
+            maps = self._maps[pid] = ProcessMaps(pid)
+        path = maps.lookup(addr)
+        if path is None and maps.reload():
+            path = maps.lookup(addr)
+            self._bpf._sym_caches.pop(pid, None)  # bcc's map of this process is stale too
+        if path is None:
+            return UNKNOWN
+        label = clean(module_label(path)).replace("(", "[").replace(")", "]")
+        name = None
+        if not symbols:
+            return f"{UNRESOLVED} ({label})"
+        if path and not path.startswith("["):
+            try:
+                name, _offset, _module = self._bpf._sym_cache(pid).resolve(addr, True)
+            except Exception:  # bcc raises on processes that vanished mid-lookup
+                name = None
+        sym = clean(name.decode("utf-8", "replace")) if name else UNKNOWN
+        return f"{sym} ({label})"
+
+    def forget(self, pids) -> None:
+        """Drop state for processes that have exited."""
+        for pid in pids:
+            self._maps.pop(pid, None)
+            self._bpf._sym_caches.pop(pid, None)

@@ -1,0 +1,138 @@
+"""Host and process telemetry from psutil/procfs, sampled once per interval.
+
+Every method returns rows for the Recording tables named in its docstring, as deltas since the
+previous call (seconds of CPU, bytes, counts).
+"""
+
+from __future__ import annotations
+
+import psutil
+
+HOST_CPU_FIELDS = ("user", "nice", "system", "irq", "softirq", "iowait", "steal", "idle")
+
+
+class HostTelemetry:
+    def __init__(self):
+        self._cpu = psutil.cpu_times()
+        self._disk = psutil.disk_io_counters()
+        self._net = psutil.net_io_counters(pernic=True)
+
+    def sample(self) -> dict[str, list[tuple]]:
+        """Rows for host_cpu (field, seconds), host_disk (4 counters) and host_net (dev, ...)."""
+        cpu = psutil.cpu_times()
+        rows_cpu = [(f, max(0.0, getattr(cpu, f, 0.0) - getattr(self._cpu, f, 0.0)))
+                    for f in HOST_CPU_FIELDS if hasattr(cpu, f)]
+        self._cpu = cpu
+        disk = psutil.disk_io_counters()
+        rows_disk = []
+        if disk is not None and self._disk is not None:
+            rows_disk = [tuple(max(0, getattr(disk, f) - getattr(self._disk, f))
+                               for f in ("read_bytes", "write_bytes", "read_count", "write_count"))]
+        self._disk = disk
+        net = psutil.net_io_counters(pernic=True)
+        rows_net = []
+        for dev, now in sorted(net.items()):
+            before = self._net.get(dev)
+            if before is None:
+                continue
+            delta = tuple(max(0, getattr(now, f) - getattr(before, f))
+                          for f in ("bytes_sent", "bytes_recv", "packets_sent", "packets_recv"))
+            if any(delta):
+                rows_net.append((dev, *delta))
+        self._net = net
+        return {"host_cpu": rows_cpu, "host_disk": rows_disk, "host_net": rows_net}
+
+
+class ProcessTelemetry:
+    """Per-process user/system CPU of the workload tree (proc_cpu rows: pid, user_s, system_s)."""
+
+    def __init__(self):
+        self._procs: dict[int, psutil.Process] = {}
+        self._prev: dict[int, tuple[float, float]] = {}
+
+    def sample(self, pids) -> list[tuple]:
+        rows = []
+        for pid in pids:
+            proc = self._procs.get(pid)
+            try:
+                if proc is None:
+                    proc = self._procs[pid] = psutil.Process(pid)
+                t = proc.cpu_times()
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                self._procs.pop(pid, None)
+                continue
+            u0, s0 = self._prev.get(pid, (0.0, 0.0))
+            self._prev[pid] = (t.user, t.system)
+            du, ds = max(0.0, t.user - u0), max(0.0, t.system - s0)
+            if du or ds:
+                rows.append((pid, du, ds))
+        return rows
+
+
+def process_info(pid: int) -> tuple[int | None, str, str] | None:
+    """(ppid, comm, cmdline) of a live process, or None."""
+    try:
+        p = psutil.Process(pid)
+        with p.oneshot():
+            return p.ppid(), p.name(), " ".join(p.cmdline())
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
+
+
+def is_process(pid: int) -> bool:
+    """True for a thread-group leader (a process), False for a thread id or a vanished pid."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("Tgid:"):
+                    return int(line.split()[1]) == pid
+    except OSError:
+        pass
+    return False
+
+
+class GpuTelemetry:
+    """GPU utilisation through NVML where an NVIDIA GPU and its library exist (gpu rows:
+    gpu_index, util_pct, mem_used_bytes). ``unavailable`` says why not, otherwise None."""
+
+    def __init__(self):
+        self.unavailable: str | None = None
+        self._nvml = None
+        self._handles = []
+        try:
+            import pynvml  # from nvidia-ml-py
+        except ImportError:
+            self.unavailable = "nvidia-ml-py not installed (pip install 'dpuprof[gpu]')"
+            return
+        try:
+            pynvml.nvmlInit()
+            self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+        except Exception as err:  # pynvml.NVMLError and friends: no driver, no device
+            self.unavailable = f"NVML unavailable: {err}"
+            return
+        if not self._handles:
+            self.unavailable = "NVML found no NVIDIA GPU"
+            return
+        self._nvml = pynvml
+
+    def describe(self) -> dict:
+        if self._nvml is None:
+            return {"available": False, "reason": self.unavailable}
+        names = []
+        for h in self._handles:
+            name = self._nvml.nvmlDeviceGetName(h)
+            names.append(name.decode() if isinstance(name, bytes) else name)
+        return {"available": True, "devices": names}
+
+    def sample(self) -> list[tuple]:
+        if self._nvml is None:
+            return []
+        rows = []
+        for i, h in enumerate(self._handles):
+            try:
+                util = self._nvml.nvmlDeviceGetUtilizationRates(h)
+                mem = self._nvml.nvmlDeviceGetMemoryInfo(h)
+                rows.append((i, float(util.gpu), int(mem.used)))
+            except Exception:
+                continue
+        return rows

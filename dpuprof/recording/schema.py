@@ -1,0 +1,102 @@
+"""The Recording file format: one SQLite database (DESIGN.md section 2).
+
+Units are in the column names: ``_s`` seconds, ``_ns`` nanoseconds, ``_bytes`` bytes, ``_us``
+microseconds. Every per-interval table carries ``interval`` (a row of ``intervals``); all counters are
+deltas over that interval, never running totals, so a file cut short by ``kill -9`` is still
+consistent up to its last committed interval.
+
+``meta`` holds one JSON value per key. Keys written by the recorder:
+  schema_version, dpuprof_version, host, kernel, cpu_model, cpu_count, nic_speeds_mbps,
+  command (list), cwd, start_time, end_time (unix s; end_time absent if cut short), complete (bool),
+  exit_code, mode ("bpf" or "psutil"), sample_freq_hz, interval_s, probes_used (list),
+  probes_unavailable ({probe: reason}), category_split (bool), root_pid, recorder_pid, user, gpu.
+"""
+
+SCHEMA_VERSION = 1
+
+#: Versions this code can read. Older versions are upgraded in memory by the reader.
+READABLE_VERSIONS = (1,)
+
+DDL = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS intervals (
+    interval INTEGER PRIMARY KEY, t_start REAL NOT NULL, t_end REAL NOT NULL);
+-- Every process seen: the workload tree (in_workload=1) and, for host-wide views, the rest.
+CREATE TABLE IF NOT EXISTS processes (
+    pid INTEGER PRIMARY KEY, ppid INTEGER, comm TEXT, cmdline TEXT,
+    in_workload INTEGER NOT NULL DEFAULT 0, first_seen REAL, last_seen REAL);
+-- CPU samples classified per interval x process x (sub)category; pid 0 is the idle task.
+-- cpu_s = samples / sample_freq_hz.
+CREATE TABLE IF NOT EXISTS cpu_category (
+    interval INTEGER NOT NULL, pid INTEGER NOT NULL, category TEXT NOT NULL,
+    subcategory TEXT NOT NULL, samples INTEGER NOT NULL, cpu_s REAL NOT NULL);
+-- Folded stacks (root first, ';'-separated; kernel frames end in "_[k]", user frames are
+-- "symbol (module)") and how they were classified.
+CREATE TABLE IF NOT EXISTS stacks (
+    stack_id INTEGER PRIMARY KEY, folded TEXT NOT NULL UNIQUE,
+    category TEXT NOT NULL, subcategory TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS stack_samples (
+    interval INTEGER NOT NULL, pid INTEGER NOT NULL, stack_id INTEGER NOT NULL,
+    samples INTEGER NOT NULL);
+-- Exact softirq time per CPU and vector (irq:softirq_entry/exit).
+CREATE TABLE IF NOT EXISTS softirq (
+    interval INTEGER NOT NULL, cpu INTEGER NOT NULL, vector TEXT NOT NULL,
+    time_ns INTEGER NOT NULL, count INTEGER NOT NULL);
+-- Block IO completed per device and op ("read", "write", "other").
+CREATE TABLE IF NOT EXISTS block_io (
+    interval INTEGER NOT NULL, dev TEXT NOT NULL, op TEXT NOT NULL,
+    bytes INTEGER NOT NULL, ios INTEGER NOT NULL);
+-- Block IO latency, log2 histogram: count of IOs with latency < le_us (and >= le_us/2).
+CREATE TABLE IF NOT EXISTS block_latency (
+    interval INTEGER NOT NULL, op TEXT NOT NULL, le_us INTEGER NOT NULL, count INTEGER NOT NULL);
+-- Packets and bytes per network device and direction ("tx", "rx").
+CREATE TABLE IF NOT EXISTS net_io (
+    interval INTEGER NOT NULL, dev TEXT NOT NULL, direction TEXT NOT NULL,
+    bytes INTEGER NOT NULL, packets INTEGER NOT NULL);
+-- Socket payload bytes per process, protocol ("tcp", "udp", ...) and direction.
+CREATE TABLE IF NOT EXISTS sock_io (
+    interval INTEGER NOT NULL, pid INTEGER NOT NULL, protocol TEXT NOT NULL,
+    direction TEXT NOT NULL, bytes INTEGER NOT NULL, calls INTEGER NOT NULL);
+-- Counted events: "tcp_retransmit", ...
+CREATE TABLE IF NOT EXISTS events (
+    interval INTEGER NOT NULL, event TEXT NOT NULL, count INTEGER NOT NULL);
+-- psutil: per-process user/system CPU of the workload tree.
+CREATE TABLE IF NOT EXISTS proc_cpu (
+    interval INTEGER NOT NULL, pid INTEGER NOT NULL, user_s REAL NOT NULL, system_s REAL NOT NULL);
+-- psutil: host cpu_times summed over all CPUs; field in user, nice, system, irq, softirq, iowait,
+-- steal, idle.
+CREATE TABLE IF NOT EXISTS host_cpu (
+    interval INTEGER NOT NULL, field TEXT NOT NULL, seconds REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS host_disk (
+    interval INTEGER NOT NULL, read_bytes INTEGER NOT NULL, write_bytes INTEGER NOT NULL,
+    read_count INTEGER NOT NULL, write_count INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS host_net (
+    interval INTEGER NOT NULL, dev TEXT NOT NULL, bytes_sent INTEGER NOT NULL,
+    bytes_recv INTEGER NOT NULL, packets_sent INTEGER NOT NULL, packets_recv INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS gpu (
+    interval INTEGER NOT NULL, gpu_index INTEGER NOT NULL, util_pct REAL, mem_used_bytes INTEGER);
+-- Data lost, never silently: "samples_map_full", "stack_map_full", "tree_map_full", ...
+CREATE TABLE IF NOT EXISTS lost (
+    interval INTEGER NOT NULL, kind TEXT NOT NULL, count INTEGER NOT NULL);
+"""
+
+#: Tables the reader exposes as DataFrames, with their columns.
+TABLES = {
+    "intervals": ("interval", "t_start", "t_end"),
+    "processes": ("pid", "ppid", "comm", "cmdline", "in_workload", "first_seen", "last_seen"),
+    "cpu_category": ("interval", "pid", "category", "subcategory", "samples", "cpu_s"),
+    "stacks": ("stack_id", "folded", "category", "subcategory"),
+    "stack_samples": ("interval", "pid", "stack_id", "samples"),
+    "softirq": ("interval", "cpu", "vector", "time_ns", "count"),
+    "block_io": ("interval", "dev", "op", "bytes", "ios"),
+    "block_latency": ("interval", "op", "le_us", "count"),
+    "net_io": ("interval", "dev", "direction", "bytes", "packets"),
+    "sock_io": ("interval", "pid", "protocol", "direction", "bytes", "calls"),
+    "events": ("interval", "event", "count"),
+    "proc_cpu": ("interval", "pid", "user_s", "system_s"),
+    "host_cpu": ("interval", "field", "seconds"),
+    "host_disk": ("interval", "read_bytes", "write_bytes", "read_count", "write_count"),
+    "host_net": ("interval", "dev", "bytes_sent", "bytes_recv", "packets_sent", "packets_recv"),
+    "gpu": ("interval", "gpu_index", "util_pct", "mem_used_bytes"),
+    "lost": ("interval", "kind", "count"),
+}

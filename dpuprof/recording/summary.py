@@ -1,0 +1,147 @@
+"""The summary of a Recording: the contract behind ``dpuprof report --format json``.
+
+All CPU values are seconds of CPU time (one busy core for one second = 1.0). Categories are the six
+top-level names of ``dpuprof.categories.CATEGORIES``; idle is reported as ``idle_s``.
+"""
+
+from __future__ import annotations
+
+from dpuprof.categories import CATEGORIES, IDLE
+from dpuprof.recording.reader import Recording
+
+
+def _by_category(df) -> dict[str, float]:
+    sums = df.groupby("category")["cpu_s"].sum() if not df.empty else {}
+    return {c: round(float(sums.get(c, 0.0)), 6) for c in CATEGORIES}
+
+
+def _by_subcategory(df) -> dict[str, float]:
+    if df.empty:
+        return {}
+    sums = df[df["category"] != IDLE].groupby("subcategory")["cpu_s"].sum().sort_values(ascending=False)
+    return {k: round(float(v), 6) for k, v in sums.items()}
+
+
+def category_frame(rec: Recording, workload_only: bool = False):
+    """Classified CPU: DataFrame[interval, pid, category, subcategory, samples, cpu_s]."""
+    df = rec.table("cpu_category")
+    if workload_only:
+        df = df[df["pid"].isin(rec.workload_pids)]
+    return df
+
+
+def summarize(rec: Recording) -> dict:
+    """Return the summary dict (JSON-serialisable). Keys:
+
+    duration_s, command, schema_version, complete, mode, category_split, sample_freq_hz,
+    host_cpu {total_s, idle_s, by_category, by_subcategory, cpu_times},
+    workload_cpu {total_s, by_category, by_subcategory, proc_cpu_s},
+    processes [{pid, ppid, comm, cpu_s, by_category}], io {...}, net {...}, lost_samples, lost.
+    """
+    split = rec.category_split
+    cat = rec.table("cpu_category")
+    busy = cat[cat["category"] != IDLE]
+    host_times = rec.table("host_cpu").groupby("field")["seconds"].sum()
+    host_times = {k: round(float(v), 6) for k, v in host_times.items()}
+
+    if split:
+        host_total = float(busy["cpu_s"].sum())
+        idle = float(cat.loc[cat["category"] == IDLE, "cpu_s"].sum())
+    else:
+        idle = host_times.get("idle", 0.0) + host_times.get("iowait", 0.0)
+        host_total = sum(v for k, v in host_times.items() if k not in ("idle", "iowait"))
+
+    wl = busy[busy["pid"].isin(rec.workload_pids)]
+    proc_cpu = rec.table("proc_cpu")
+    proc_cpu_tot = proc_cpu.groupby("pid")[["user_s", "system_s"]].sum()
+    wl_proc_s = float(proc_cpu_tot.sum().sum()) if not proc_cpu_tot.empty else 0.0
+
+    procs = rec.table("processes")
+    processes = []
+    for row in procs[procs["in_workload"] != 0].itertuples():
+        mine = wl[wl["pid"] == row.pid]
+        if split:
+            cpu_s = float(mine["cpu_s"].sum())
+        elif row.pid in proc_cpu_tot.index:
+            cpu_s = float(proc_cpu_tot.loc[row.pid].sum())
+        else:
+            cpu_s = 0.0
+        processes.append({
+            "pid": int(row.pid),
+            "ppid": None if row.ppid != row.ppid else int(row.ppid),
+            "comm": row.comm,
+            "cpu_s": round(cpu_s, 6),
+            "by_category": _by_category(mine) if split else None,
+        })
+    processes.sort(key=lambda p: -p["cpu_s"])
+
+    lost = rec.table("lost").groupby("kind")["count"].sum()
+    lost = {k: int(v) for k, v in lost.items()}
+
+    return {
+        "schema_version": rec.schema_version,
+        "dpuprof_version": rec.meta.get("dpuprof_version"),
+        "recording": str(rec.path),
+        "command": rec.meta.get("command"),
+        "host": rec.meta.get("host"),
+        "kernel": rec.meta.get("kernel"),
+        "cpu_count": rec.meta.get("cpu_count"),
+        "duration_s": round(rec.duration_s, 6),
+        "complete": rec.complete,
+        "exit_code": rec.meta.get("exit_code"),
+        "mode": rec.meta.get("mode"),
+        "category_split": split,
+        "sample_freq_hz": rec.sample_freq_hz,
+        "probes_unavailable": rec.meta.get("probes_unavailable", {}),
+        "host_cpu": {
+            "total_s": round(host_total, 6),
+            "idle_s": round(idle, 6),
+            "by_category": _by_category(busy) if split else None,
+            "by_subcategory": _by_subcategory(busy) if split else None,
+            "cpu_times": host_times,
+        },
+        "workload_cpu": {
+            "total_s": round(float(wl["cpu_s"].sum()) if split else wl_proc_s, 6),
+            "by_category": _by_category(wl) if split else None,
+            "by_subcategory": _by_subcategory(wl) if split else None,
+            "proc_cpu_s": round(wl_proc_s, 6),
+        },
+        "processes": processes,
+        "io": _io(rec),
+        "net": _net(rec),
+        "lost_samples": int(sum(v for k, v in lost.items() if k.startswith("samples"))),
+        "lost": lost,
+    }
+
+
+def _io(rec: Recording) -> dict:
+    blk = rec.table("block_io")
+    if not blk.empty:
+        by_op = blk.groupby("op")[["bytes", "ios"]].sum()
+        get = lambda op, col: int(by_op.loc[op, col]) if op in by_op.index else 0  # noqa: E731
+        return {"source": "bpf", "read_bytes": get("read", "bytes"), "write_bytes": get("write", "bytes"),
+                "read_ios": get("read", "ios"), "write_ios": get("write", "ios")}
+    disk = rec.table("host_disk").sum()
+    return {"source": "procfs",
+            "read_bytes": int(disk.get("read_bytes", 0)), "write_bytes": int(disk.get("write_bytes", 0)),
+            "read_ios": int(disk.get("read_count", 0)), "write_ios": int(disk.get("write_count", 0))}
+
+
+def _net(rec: Recording) -> dict:
+    net = rec.table("net_io")
+    events = rec.table("events")
+    retrans = int(events.loc[events["event"] == "tcp_retransmit", "count"].sum())
+    if not net.empty:
+        by_dir = net.groupby("direction")[["bytes", "packets"]].sum()
+        get = lambda d, col: int(by_dir.loc[d, col]) if d in by_dir.index else 0  # noqa: E731
+        by_dev = {dev: {d: int(g.loc[g["direction"] == d, "bytes"].sum()) for d in ("tx", "rx")}
+                  for dev, g in net.groupby("dev")}
+        return {"source": "bpf", "tx_bytes": get("tx", "bytes"), "rx_bytes": get("rx", "bytes"),
+                "tx_packets": get("tx", "packets"), "rx_packets": get("rx", "packets"),
+                "by_dev": by_dev, "tcp_retransmits": retrans}
+    hn = rec.table("host_net")
+    by_dev = {dev: {"tx": int(g["bytes_sent"].sum()), "rx": int(g["bytes_recv"].sum())}
+              for dev, g in hn.groupby("dev")}
+    return {"source": "procfs", "tx_bytes": int(hn["bytes_sent"].sum()), "rx_bytes": int(hn["bytes_recv"].sum()),
+            "tx_packets": int(hn["packets_sent"].sum()), "rx_packets": int(hn["packets_recv"].sum()),
+            "by_dev": by_dev, "tcp_retransmits": retrans}

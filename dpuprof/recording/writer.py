@@ -1,0 +1,117 @@
+"""Write a Recording incrementally: one committed transaction per interval.
+
+The file is created with O_EXCL|O_NOFOLLOW, so a symlink planted at the output path is refused
+rather than followed, and is handed to ``owner`` (the invoking user under sudo) before any data is
+written. The rollback journal (not WAL) keeps the data in the one file after every commit, so the
+file can be copied or read at any moment and survives ``kill -9`` up to the last interval.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+from dpuprof.errors import UserError
+from dpuprof.recording.schema import DDL, SCHEMA_VERSION, TABLES
+
+
+def _create_exclusive(path: Path, owner: tuple[int, int] | None) -> None:
+    """Create ``path`` empty, owned by ``owner``, mode 0644; refuse symlinks and races."""
+    if path.is_symlink():
+        raise UserError(f"refusing to write {path}: it is a symbolic link")
+    if path.exists():
+        if not path.is_file():
+            raise UserError(f"refusing to write {path}: it exists and is not a regular file")
+        old = path.with_name(path.name + ".old")
+        if old.is_symlink():
+            raise UserError(f"refusing to rename {path} to {old}: {old} is a symbolic link")
+        os.replace(path, old)  # like perf.data -> perf.data.old
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except FileExistsError:
+        raise UserError(f"refusing to write {path}: it appeared while opening (symlink race?)") from None
+    except OSError as err:
+        raise UserError(f"cannot create {path}: {err.strerror}") from None
+    try:
+        os.fchmod(fd, 0o644)  # not subject to the umask: readable, never world-writable
+        if owner is not None and os.geteuid() == 0:
+            os.fchown(fd, owner[0], owner[1])
+    finally:
+        os.close(fd)
+
+
+class RecordingWriter:
+    """Append-only writer of a Recording file.
+
+    ``write_interval`` takes rows for any of the per-interval tables in ``schema.TABLES`` (tuples
+    in the table's column order, without the leading ``interval`` column) and commits them with the
+    interval, so every committed interval is complete.
+    """
+
+    def __init__(self, path: str | os.PathLike, meta: dict, owner: tuple[int, int] | None = None):
+        self.path = Path(path)
+        _create_exclusive(self.path, owner)
+        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=DELETE")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(DDL)
+        self.set_meta(schema_version=SCHEMA_VERSION, complete=False, **meta)
+
+    def _tx(self):
+        return _Transaction(self._db)
+
+    def set_meta(self, **items) -> None:
+        """Store metadata values (JSON-encoded) and commit."""
+        with self._tx():
+            self._db.executemany(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                [(k, json.dumps(v)) for k, v in items.items()],
+            )
+
+    def write_interval(self, interval: int, t_start: float, t_end: float, tables: dict[str, list],
+                       processes: list[tuple] = (), stacks: list[tuple] = ()) -> None:
+        """Commit one interval.
+
+        ``processes``: (pid, ppid, comm, cmdline, in_workload, first_seen, last_seen), upserted.
+        ``stacks``: (stack_id, folded, category, subcategory), new stacks only.
+        """
+        with self._tx():
+            self._db.execute("INSERT INTO intervals VALUES (?, ?, ?)", (interval, t_start, t_end))
+            if processes:
+                self._db.executemany(
+                    "INSERT INTO processes VALUES (?,?,?,?,?,?,?) ON CONFLICT(pid) DO UPDATE SET "
+                    "ppid=excluded.ppid, comm=excluded.comm, cmdline=excluded.cmdline, "
+                    "in_workload=max(in_workload, excluded.in_workload), "
+                    "last_seen=excluded.last_seen",
+                    processes,
+                )
+            if stacks:
+                self._db.executemany("INSERT OR IGNORE INTO stacks VALUES (?,?,?,?)", stacks)
+            for table, rows in tables.items():
+                if not rows:
+                    continue
+                cols = TABLES[table]
+                marks = ",".join("?" * len(cols))
+                self._db.executemany(
+                    f"INSERT INTO {table} VALUES ({marks})", [(interval, *row) for row in rows]
+                )
+
+    def close(self, **final_meta) -> None:
+        """Write the final metadata (``complete=True`` unless given) and close the file."""
+        final_meta.setdefault("complete", True)
+        self.set_meta(**final_meta)
+        self._db.close()
+
+
+class _Transaction:
+    def __init__(self, db: sqlite3.Connection):
+        self._db = db
+
+    def __enter__(self):
+        self._db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type, exc, tb):
+        self._db.execute("ROLLBACK" if exc_type else "COMMIT")
+        return False

@@ -1,0 +1,20 @@
+"""The render stage: Recording (+ Projection) -> terminal, json, markdown, html, png, folded,
+speedscope and perfetto output.
+
+Layout, one concern per module:
+
+- ``registry``   format names and file extensions -> renderer modules (imported lazily);
+- ``model``      ``RunView``/``Report``: the DataFrames every renderer draws from, built from a
+                 Recording; ``merge`` and ``compare`` combine several;
+- ``projection`` loader for ``RUN.proj.json`` (docs/projection-contract.md); absent is fine;
+- ``stats``      sampling confidence intervals and the two-proportion z-test;
+- ``tables``     the vendor-style Metric | Measured | Projected with DPU | Change table, as rows;
+- ``charts``     matplotlib (Agg) chart functions: DataFrames in, Figures out;
+- ``flame``      flame graph and differential flame graph as inline SVG;
+- one module per output format (``terminal``, ``jsonfmt``, ``markdown``, ``html``, ``png``,
+  ``folded``, ``speedscope``, ``perfetto``), each with ``render(report, stem) -> Rendered``;
+- ``output``     writing files safely (no symlink following, atomic rename); ``progress`` the
+                 stderr progress line.
+
+Nothing here imports bcc or ``dpuprof.record``: reports are made on a laptop without root.
+"""

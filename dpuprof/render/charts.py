@@ -1,0 +1,216 @@
+"""Report charts: each function takes DataFrames and returns a matplotlib Figure (Agg backend).
+
+Figures are built with ``matplotlib.figure.Figure`` rather than pyplot, so nothing global is kept
+and nothing needs closing. ``to_png`` turns a figure into PNG bytes.
+"""
+
+from __future__ import annotations
+
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pandas as pd  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from dpuprof.render.palette import color  # noqa: E402
+
+SIZE = (7.0, 3.6)
+DPI = 100
+VENDOR_CORES_FOR_AI = (70.0, 95.0)  # the solution brief's "~70 %" and ">95 %"
+
+
+def _figure(size=SIZE) -> Figure:
+    fig = Figure(figsize=size, dpi=DPI, layout="constrained")
+    return fig
+
+
+def _empty(ax, text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="#666666")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _style(ax) -> None:
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.grid(axis="y", color="#e6e6e6", linewidth=0.8)
+    ax.set_axisbelow(True)
+
+
+def to_png(fig: Figure, dpi: int = DPI) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    return buf.getvalue()
+
+
+def category_bars(frame: pd.DataFrame, capacity: float | None = None,
+                  title: str = "Host CPU by category", ax=None) -> Figure:
+    """Stacked bars: one bar per row of ``frame`` (e.g. Measured / Projected with DPU, or nodes),
+    one segment per column (category), values in cores. ``capacity``: a dashed line at all cores."""
+    fig = ax.figure if ax is not None else _figure()
+    ax = ax if ax is not None else fig.add_subplot()
+    if frame.empty or not frame.to_numpy().any():
+        _empty(ax, "no classified CPU samples")
+        ax.set_title(title, loc="left")
+        return fig
+    bottom = pd.Series(0.0, index=frame.index)
+    labels = [str(i) for i in frame.index]
+    for col in frame.columns:
+        vals = frame[col].astype(float)
+        if not vals.any():
+            continue
+        ax.bar(labels, vals, bottom=bottom, label=str(col), color=color(str(col)), width=0.6)
+        bottom += vals
+    for x, total in enumerate(bottom):
+        ax.text(x, total, f"{total:.2f}", ha="center", va="bottom", fontsize=8)
+    if capacity:
+        ax.axhline(capacity, color="#444444", linestyle="--", linewidth=1)
+        ax.text(len(labels) - 0.5, capacity, f" {capacity:g} cores", va="bottom", ha="right", fontsize=8)
+        ax.set_ylim(0, max(capacity, float(bottom.max())) * 1.12)
+    ax.set_ylabel("cores (CPU s / s)")
+    ax.set_title(title, loc="left")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    if len(labels) > 4:
+        ax.tick_params(axis="x", labelrotation=20)
+    _style(ax)
+    return fig
+
+
+def timeline(df: pd.DataFrame, title: str = "Host CPU by category over time", ax=None) -> Figure:
+    """Stacked areas over time: index t_s (seconds), one column per category, values in cores."""
+    fig = ax.figure if ax is not None else _figure()
+    ax = ax if ax is not None else fig.add_subplot()
+    ax.set_title(title, loc="left")
+    cols = [c for c in df.columns if df[c].any()]
+    if df.empty or not cols:
+        _empty(ax, "no CPU data over time")
+        return fig
+    x = df.index.to_numpy(dtype=float)
+    ax.stackplot(x, [df[c].to_numpy(dtype=float) for c in cols], labels=[str(c) for c in cols],
+                 colors=[color(str(c)) for c in cols], step="post", alpha=0.9)
+    ax.set_xlim(x.min(), x.max() if x.max() > x.min() else x.min() + 1)
+    ax.set_xlabel("time since start (s)")
+    ax.set_ylabel("cores")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    _style(ax)
+    return fig
+
+
+def cores_for_ai(frame: pd.DataFrame, title: str = "CPU cores available for AI", ax=None) -> Figure:
+    """Horizontal bars of ``frame['pct']`` (share of all cores not spent on infrastructure), with the
+    vendor's claims as reference lines; ``frame['cores']`` is printed on each bar."""
+    fig = ax.figure if ax is not None else _figure((7.0, 0.9 + 0.55 * max(len(frame), 1)))
+    ax = ax if ax is not None else fig.add_subplot()
+    ax.set_title(title, loc="left")
+    frame = frame.dropna(subset=["pct"])
+    if frame.empty:
+        _empty(ax, "needs classified CPU samples")
+        return fig
+    labels = [str(i) for i in frame.index][::-1]
+    pct = frame["pct"].astype(float).to_numpy()[::-1]
+    cores = frame["cores"].astype(float).to_numpy()[::-1]
+    ax.barh(labels, pct, color=["#2ca02c" if "DPU" in lbl else "#4c72b0" for lbl in labels], height=0.55)
+    for y, (p, c) in enumerate(zip(pct, cores)):
+        ax.text(min(p, 100) - 1, y, f"{p:.1f} % ({c:.2f} cores)", va="center", ha="right", color="white",
+                fontsize=8, fontweight="bold")
+    for ref, name in zip(VENDOR_CORES_FOR_AI, ("vendor: ~70 % today", "vendor: >95 % with DPU")):
+        ax.axvline(ref, color="#b22222", linestyle=":", linewidth=1.2)
+        ax.text(ref, len(labels) - 0.45, name, color="#b22222", fontsize=7, ha="center", va="bottom")
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("% of all cores x duration")
+    ax.spines[["top", "right"]].set_visible(False)
+    return fig
+
+
+def waterfall(steps: pd.DataFrame, start: float, title: str = "Infrastructure CPU saved, by category and mechanism",
+              ax=None) -> Figure:
+    """From ``start`` (infrastructure cores measured) down by ``steps['freed']`` (cores freed, one
+    row per category x mechanism, labelled by the index) to what stays on the host."""
+    fig = ax.figure if ax is not None else _figure((7.0, 3.8))
+    ax = ax if ax is not None else fig.add_subplot()
+    ax.set_title(title, loc="left")
+    if steps.empty:
+        _empty(ax, "no projection: run dpuprof project first")
+        return fig
+    labels = ["measured"] + [str(i) for i in steps.index] + ["with DPU"]
+    level = start
+    ax.bar(0, start, color="#555555", width=0.6)
+    for x, (_, row) in enumerate(steps.iterrows(), start=1):
+        freed = float(row["freed"])
+        ax.bar(x, -freed, bottom=level, color=color(str(row.get("category", ""))), width=0.6)
+        ax.text(x, level, f"-{freed:.2f}", ha="center", va="bottom", fontsize=7)
+        level -= freed
+    ax.bar(len(labels) - 1, level, color="#2ca02c", width=0.6)
+    ax.text(0, start, f"{start:.2f}", ha="center", va="bottom", fontsize=8)
+    ax.text(len(labels) - 1, level, f"{level:.2f}", ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
+    ax.set_ylabel("infrastructure cores")
+    _style(ax)
+    return fig
+
+
+def throughput(io_df: pd.DataFrame, title: str = "Network and storage throughput") -> Figure:
+    """Two panels over time: network tx/rx and disk read/write in MB/s, IOPS on a second axis."""
+    fig = _figure((7.0, 4.2))
+    net_ax, disk_ax = fig.subplots(2, 1, sharex=True)
+    net_ax.set_title(title, loc="left")
+    if io_df.empty:
+        _empty(net_ax, "no IO data")
+        _empty(disk_ax, "")
+        return fig
+    x = io_df.index.to_numpy(dtype=float)
+    for ax, cols, label in ((net_ax, ("net_tx", "net_rx"), "network MB/s"),
+                            (disk_ax, ("disk_read", "disk_write"), "disk MB/s")):
+        for col, style in zip(cols, ("-", "--")):
+            ax.step(x, io_df[col].to_numpy(dtype=float) / 1e6, where="post", linestyle=style,
+                    label=col.split("_", 1)[1], color="#1f77b4" if ax is net_ax else "#ff7f0e")
+        ax.set_ylabel(label)
+        ax.set_ylim(bottom=0)
+        _style(ax)
+    iops = (io_df["read_iops"] + io_df["write_iops"]).to_numpy(dtype=float)
+    if iops.any():
+        twin = disk_ax.twinx()
+        twin.step(x, iops, where="post", color="#7f7f7f", linewidth=0.8, label="IOPS")
+        twin.set_ylabel("IOPS", color="#7f7f7f")
+        twin.set_ylim(bottom=0)
+        twin.spines[["top"]].set_visible(False)
+    net_ax.legend(fontsize=8, frameon=False, loc="upper right")
+    disk_ax.legend(fontsize=8, frameon=False, loc="upper left")
+    disk_ax.set_xlabel("time since start (s)")
+    return fig
+
+
+def compare_shares(cmp: pd.DataFrame, a_name: str, b_name: str,
+                   title: str = "Share of busy CPU by category, A vs B") -> Figure:
+    """Grouped bars of a_share/b_share (0..1) per category; '*' marks a significant change."""
+    fig = _figure()
+    ax = fig.add_subplot()
+    ax.set_title(title, loc="left")
+    x = range(len(cmp))
+    a = 100 * cmp["a_share"].astype(float)
+    b = 100 * cmp["b_share"].astype(float)
+    ax.bar([i - 0.2 for i in x], a, width=0.4, label=f"A: {a_name}", color="#9ecae1")
+    ax.bar([i + 0.2 for i in x], b, width=0.4, label=f"B: {b_name}", color="#3182bd")
+    for i, (hi, sig) in enumerate(zip(pd.concat([a, b], axis=1).max(axis=1), cmp["significant"])):
+        if sig:
+            ax.text(i, hi, "*", ha="center", va="bottom", fontsize=12, color="#b22222")
+    ax.set_xticks(list(x), [str(c) for c in cmp.index], fontsize=8)
+    ax.set_ylabel("% of busy CPU samples")
+    ax.legend(fontsize=8, frameon=False)
+    _style(ax)
+    return fig
+
+
+def dashboard(panels: list, title: str) -> Figure:
+    """Several chart functions on one page: ``panels`` are callables taking ``ax``."""
+    rows = (len(panels) + 1) // 2
+    fig = Figure(figsize=(14, 3.8 * rows), dpi=DPI, layout="constrained")
+    fig.suptitle(title, x=0.01, ha="left", fontsize=13)
+    axes = fig.subplots(rows, 2, squeeze=False).ravel()
+    for ax, panel in zip(axes, panels):
+        panel(ax)
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    return fig

@@ -1,0 +1,261 @@
+"""What every renderer draws from: a ``RunView`` per recording (plus a merged one for a cluster)
+and the ``Report`` that holds them.
+
+A RunView is a handful of small DataFrames derived once from a Recording -- CPU by category, the
+same over time, throughput over time, and the classified stacks -- so renderers never read raw
+tables and a merged cluster view is just the sum of its nodes' views.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from dpuprof.categories import CATEGORIES, IDLE, INFRASTRUCTURE
+
+#: host_cpu fields shown over time when a recording has no category split (psutil mode)
+CPU_TIME_FIELDS = ("user", "nice", "system", "irq", "softirq", "steal")
+IO_COLUMNS = ("net_tx", "net_rx", "disk_read", "disk_write", "read_iops", "write_iops")
+
+
+@dataclass
+class RunView:
+    name: str
+    path: str
+    meta: dict
+    summary: dict
+    projection: dict | None
+    warnings: list[str]
+    cpu_count: float
+    duration_s: float
+    interval_s: float
+    category_split: bool
+    #: index CATEGORIES + idle; columns cpu_s, samples (host-wide)
+    cats: pd.DataFrame
+    #: the same for the workload's processes only
+    wl_cats: pd.DataFrame
+    #: index t_s (start of interval, from the start of the recording); columns CATEGORIES, in
+    #: cores (CPU seconds per second); CPU_TIME_FIELDS instead when there is no category split
+    timeline: pd.DataFrame
+    #: index t_s; IO_COLUMNS: bytes/s and IO/s
+    io: pd.DataFrame
+    #: folded (process comm as root frame), category, subcategory, samples; idle excluded
+    stacks: pd.DataFrame
+    #: busy CPU seconds by subcategory, largest first
+    subcats: pd.Series
+    nodes: list["RunView"] = field(default_factory=list)
+
+    # Derived figures, all from ``cats`` (host-wide) so merged views stay consistent.
+    @property
+    def capacity_s(self) -> float:
+        return self.cpu_count * self.duration_s
+
+    @property
+    def busy_s(self) -> float:
+        return float(self.cats.loc[list(CATEGORIES), "cpu_s"].sum())
+
+    @property
+    def busy_samples(self) -> float:
+        return float(self.cats.loc[list(CATEGORIES), "samples"].sum())
+
+    @property
+    def infra_s(self) -> float:
+        return float(self.cats.loc[list(INFRASTRUCTURE), "cpu_s"].sum())
+
+    @property
+    def infra_samples(self) -> float:
+        return float(self.cats.loc[list(INFRASTRUCTURE), "samples"].sum())
+
+    def cores(self, category: str) -> float:
+        """Average cores used by ``category`` over the recording."""
+        return float(self.cats.loc[category, "cpu_s"]) / self.duration_s if self.duration_s else 0.0
+
+    @property
+    def cores_for_ai_pct(self) -> float | None:
+        """Share of host CPU capacity not consumed by infrastructure work (measured)."""
+        if not self.category_split or not self.capacity_s:
+            return None
+        return 100.0 * (1 - self.infra_s / self.capacity_s)
+
+    def projected_s(self, category: str) -> float | None:
+        """CPU seconds of ``category`` after the projection, or None without one."""
+        from dpuprof.render.projection import num
+
+        if not self.projection:
+            return None
+        row = (self.projection.get("by_category") or {}).get(category)
+        if isinstance(row, dict) and num(row.get("after_s")) is not None:
+            return num(row.get("after_s"))
+        return float(self.cats.loc[category, "cpu_s"])
+
+
+@dataclass
+class Report:
+    kind: str  # "single", "compare" or "merge"
+    runs: list[RunView]
+    total: RunView | None = None
+    comparison: pd.DataFrame | None = None
+
+    @property
+    def main(self) -> RunView:
+        """The view a single-run layout shows: the cluster total, else the (last) run."""
+        return self.total if self.total is not None else self.runs[-1]
+
+    @property
+    def title(self) -> str:
+        if self.kind == "compare":
+            return f"{self.runs[0].name} vs {self.runs[1].name}"
+        if self.kind == "merge":
+            return f"cluster of {len(self.runs)} nodes"
+        return self.runs[0].name
+
+
+# --------------------------------------------------------------------------------------------
+# Building a view from a recording
+
+def frame_name(comm: str, pid: int) -> str:
+    """A process name usable as a folded-stack frame (no ';', no line breaks)."""
+    comm = (comm or "").replace(";", ":").replace("\n", " ").replace("\r", " ").strip()
+    return comm or f"pid {pid}"
+
+
+def _cat_totals(df: pd.DataFrame) -> pd.DataFrame:
+    index = list(CATEGORIES) + [IDLE]
+    if df.empty:
+        return pd.DataFrame(0.0, index=index, columns=["cpu_s", "samples"])
+    g = df.groupby("category")[["cpu_s", "samples"]].sum()
+    return g.reindex(index, fill_value=0.0).astype(float)
+
+
+def _intervals(rec) -> pd.DataFrame:
+    iv = rec.table("intervals").set_index("interval")
+    if iv.empty:
+        return iv.assign(t_s=[], dt=[])
+    t0 = float(rec.meta.get("start_time") or iv["t_start"].min())
+    t0 = min(t0, float(iv["t_start"].min()))
+    return iv.assign(t_s=(iv["t_start"] - t0).round(6), dt=(iv["t_end"] - iv["t_start"]).clip(lower=1e-9))
+
+
+def _per_second(iv: pd.DataFrame, pivot: pd.DataFrame, columns) -> pd.DataFrame:
+    """Rows of ``pivot`` (index interval) divided by interval length, re-indexed on t_s."""
+    pivot = pivot.reindex(index=iv.index, columns=list(columns), fill_value=0.0).fillna(0.0)
+    out = pivot.div(iv["dt"], axis=0)
+    out.index = pd.Index(iv["t_s"].values, name="t_s")
+    return out.astype(float)
+
+
+def _timeline(rec, iv: pd.DataFrame, split: bool) -> pd.DataFrame:
+    if split:
+        cat = rec.table("cpu_category")
+        pivot = cat.pivot_table(index="interval", columns="category", values="cpu_s", aggfunc="sum")
+        return _per_second(iv, pivot, CATEGORIES)
+    host = rec.table("host_cpu")
+    pivot = host.pivot_table(index="interval", columns="field", values="seconds", aggfunc="sum")
+    return _per_second(iv, pivot, CPU_TIME_FIELDS)
+
+
+def _io(rec, iv: pd.DataFrame) -> pd.DataFrame:
+    net, blk = rec.table("net_io"), rec.table("block_io")
+    parts = []
+    if not net.empty:
+        p = net.pivot_table(index="interval", columns="direction", values="bytes", aggfunc="sum")
+        parts.append(p.rename(columns={"tx": "net_tx", "rx": "net_rx"}))
+    else:
+        hn = rec.table("host_net").groupby("interval")[["bytes_sent", "bytes_recv"]].sum()
+        parts.append(hn.rename(columns={"bytes_sent": "net_tx", "bytes_recv": "net_rx"}))
+    if not blk.empty:
+        b = blk.pivot_table(index="interval", columns="op", values="bytes", aggfunc="sum")
+        n = blk.pivot_table(index="interval", columns="op", values="ios", aggfunc="sum")
+        parts.append(b.rename(columns={"read": "disk_read", "write": "disk_write"}))
+        parts.append(n.rename(columns={"read": "read_iops", "write": "write_iops"}))
+    else:
+        hd = rec.table("host_disk").groupby("interval").sum()
+        parts.append(hd.rename(columns={"read_bytes": "disk_read", "write_bytes": "disk_write",
+                                        "read_count": "read_iops", "write_count": "write_iops"}))
+    pivot = pd.concat(parts, axis=1) if parts else pd.DataFrame()
+    pivot = pivot.loc[:, ~pivot.columns.duplicated()]
+    return _per_second(iv, pivot, IO_COLUMNS)
+
+
+def _stacks(rec) -> pd.DataFrame:
+    cols = ["folded", "category", "subcategory", "samples"]
+    ss, st = rec.table("stack_samples"), rec.table("stacks")
+    if ss.empty or st.empty:
+        return pd.DataFrame(columns=cols).astype({"samples": float})
+    agg = ss.groupby(["pid", "stack_id"], as_index=False)["samples"].sum()
+    agg = agg.merge(st, on="stack_id", how="inner")
+    agg = agg[agg["category"] != IDLE]
+    procs = rec.table("processes").drop_duplicates("pid").set_index("pid")["comm"]
+    roots = {pid: frame_name(procs.get(pid, ""), int(pid)) for pid in agg["pid"].unique()}
+    agg["folded"] = agg["pid"].map(roots) + ";" + agg["folded"]
+    out = agg.groupby(["folded", "category", "subcategory"], as_index=False)["samples"].sum()
+    return out[cols].astype({"samples": float})
+
+
+def _warnings(rec, summary: dict) -> list[str]:
+    out = []
+    if not rec.complete:
+        out.append(f"recording was cut short (the recorder did not finish: killed?); "
+                   f"data covers {rec.duration_s:.1f} s up to the last complete interval")
+    code = rec.meta.get("exit_code")
+    if isinstance(code, int) and code != 0:
+        out.append(f"the workload exited with status {code}")
+    for probe, why in sorted((rec.meta.get("probes_unavailable") or {}).items()):
+        out.append(f"probe {probe} unavailable: {why}")
+    for kind, count in sorted((summary.get("lost") or {}).items()):
+        if count:
+            out.append(f"lost {count} {kind.replace('_', ' ')} (data dropped in the kernel)")
+    if not rec.category_split:
+        out.append("no category split (psutil mode): CPU is shown as user/system/softirq time; "
+                   "record with the BPF probes to split it into network, storage, crypto ...")
+    return out
+
+
+def build_view(rec, projection: dict | None = None, projection_warnings=(), name: str | None = None) -> RunView:
+    """Derive the RunView of a loaded Recording (and its projection, if any)."""
+    from dpuprof.recording.summary import summarize
+
+    summary = summarize(rec)
+    if projection is not None:
+        summary["projection"] = projection
+    split = rec.category_split
+    iv = _intervals(rec)
+    cat = rec.table("cpu_category") if split else rec.table("cpu_category").iloc[0:0]
+    busy = cat[cat["category"] != IDLE]
+    subcats = busy.groupby("subcategory")["cpu_s"].sum().sort_values(ascending=False).astype(float)
+    interval_s = float(rec.meta.get("interval_s") or (iv["dt"].median() if not iv.empty else 1.0))
+    return RunView(
+        name=name or rec.name,
+        path=str(rec.path),
+        meta={k: rec.meta.get(k) for k in ("host", "kernel", "cpu_model", "cpu_count", "command", "mode",
+                                           "sample_freq_hz", "dpuprof_version", "start_time",
+                                           "complete", "exit_code")},
+        summary=summary,
+        projection=projection,
+        warnings=_warnings(rec, summary) + list(projection_warnings),
+        cpu_count=float(rec.meta.get("cpu_count") or 1),
+        duration_s=rec.duration_s,
+        interval_s=interval_s if interval_s > 0 else 1.0,
+        category_split=split,
+        cats=_cat_totals(cat),
+        wl_cats=_cat_totals(cat[cat["pid"].isin(rec.workload_pids)]),
+        timeline=_timeline(rec, iv, split),
+        io=_io(rec, iv),
+        stacks=_stacks(rec),
+        subcats=subcats,
+    )
+
+
+def display_names(paths: list[Path]) -> list[str]:
+    """Short distinct names for recordings: the stem, or parent/stem, or stem#k when equal."""
+    def stem(p: Path) -> str:
+        return p.name[:-4] if p.name.endswith(".rec") else p.name
+
+    names = [stem(p) for p in paths]
+    if len(set(names)) < len(names):
+        names = [f"{p.parent.name}/{stem(p)}" if p.parent.name else stem(p) for p in paths]
+    if len(set(names)) < len(names):
+        names = [f"{n}#{i + 1}" for i, n in enumerate(names)]
+    return names

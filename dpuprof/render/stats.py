@@ -1,0 +1,49 @@
+"""Sampling statistics for CPU samples.
+
+A category's CPU time is estimated from ``k`` of ``n`` samples landing in it. Treating samples as
+independent Bernoulli draws gives a binomial standard error; that is optimistic for bursty work
+(samples 10 ms apart are correlated), so the report calls these "sampling" intervals and nothing
+more.
+"""
+
+from __future__ import annotations
+
+import math
+
+Z95 = 1.959963984540054
+
+
+def share_ci(k: float, n: float, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval for the proportion k/n (0..1); (0, 0) when n is 0."""
+    if n <= 0:
+        return 0.0, 0.0
+    p = k / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def count_ci(k: float, z: float = Z95) -> tuple[float, float]:
+    """Approximate interval for a Poisson count k (normal approximation, floored at 0)."""
+    half = z * math.sqrt(max(k, 0.0))
+    return max(0.0, k - half), k + half
+
+
+def two_proportion_z(k1: float, n1: float, k2: float, n2: float) -> tuple[float, float]:
+    """Two-sided two-proportion z-test of k1/n1 against k2/n2: returns (z, p).
+
+    Identical proportions give (0.0, 1.0); an undefined test (no samples, or a pooled proportion of
+    0 or 1) gives (nan, nan) -- except when both proportions are equal, which is (0.0, 1.0).
+    """
+    if n1 <= 0 or n2 <= 0:
+        return math.nan, math.nan
+    p1, p2 = k1 / n1, k2 / n2
+    if p1 == p2:
+        return 0.0, 1.0
+    pooled = (k1 + k2) / (n1 + n2)
+    var = pooled * (1 - pooled) * (1 / n1 + 1 / n2)
+    if var <= 0:
+        return math.nan, math.nan
+    z = (p2 - p1) / math.sqrt(var)
+    return z, math.erfc(abs(z) / math.sqrt(2))

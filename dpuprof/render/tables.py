@@ -1,0 +1,290 @@
+"""The report's tables as plain rows of text; each renderer lays them out (and escapes them).
+
+``vendor_rows`` is the vendor-style table made honest: Metric | Measured | Projected with DPU |
+Change, each row with its range and the assumptions behind it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dpuprof.categories import CATEGORIES, INFRASTRUCTURE
+from dpuprof.render.model import RunView
+from dpuprof.render.projection import num, text_list
+from dpuprof.render.stats import count_ci, share_ci
+
+VENDOR = {"cores_for_ai": "vendor brief: ~70 % without a DPU, >95 % with one",
+          "infra_share": "vendor brief: infrastructure can take >30 % of a server's CPU cycles",
+          "allreduce": "vendor brief: ~500 µs -> ~180 µs (256 GPUs)",
+          "storage": "vendor brief: ~12 GB/s -> ~40 GB/s storage IO"}
+DASH = "—"
+
+
+@dataclass
+class Row:
+    metric: str
+    measured: str
+    projected: str = DASH
+    change: str = DASH
+    range: str = DASH
+    assumptions: list[str] = field(default_factory=list)
+
+    def cells(self) -> list[str]:
+        return [self.metric, self.measured, self.projected, self.change, self.range,
+                "; ".join(self.assumptions) or DASH]
+
+
+HEADER = ["Metric", "Measured", "Projected with DPU", "Change", "Range (95 %)", "Assumptions"]
+
+
+# ----------------------------------------------------------------------------- formatting
+
+def fmt_bytes(n: float) -> str:
+    n = float(n)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+def fmt_rate(n: float) -> str:
+    return fmt_bytes(n) + "/s"
+
+
+def fmt_pct(x: float | None, digits: int = 1) -> str:
+    return DASH if x is None else f"{x:.{digits}f} %"
+
+
+def fmt_pp(x: float | None) -> str:
+    return DASH if x is None else f"{x:+.1f} pp"
+
+
+def fmt_cores(x: float | None) -> str:
+    return DASH if x is None else f"{x:.2f} cores"
+
+
+def fmt_rel(before: float | None, after: float | None) -> str:
+    if before is None or after is None:
+        return DASH
+    if before == 0:
+        return "±0 %" if after == 0 else "new"
+    return f"{100.0 * (after - before) / before:+.0f} %"
+
+
+# ----------------------------------------------------------------------------- vendor table
+
+def _mechanisms(proj: dict | None, category: str) -> list[str]:
+    """'mechanism (requires ...)' for each projection row of ``category`` that frees CPU."""
+    if not proj:
+        return []
+    out = []
+    for r in proj.get("rows") or []:
+        if r.get("category") != category:
+            continue
+        mech = r.get("mechanism") if isinstance(r.get("mechanism"), str) else "?"
+        req = r.get("requires") if isinstance(r.get("requires"), str) else ""
+        text = f"{mech}" + (f" (needs {req})" if req else "")
+        if r.get("capacity_limited") is True:
+            text += " [capacity-limited]"
+        out.append(text)
+    return list(dict.fromkeys(out))
+
+
+def _hz(v: RunView) -> float:
+    return float(v.meta.get("sample_freq_hz") or 0) or 0.0
+
+
+def vendor_rows(v: RunView) -> list[Row]:
+    proj = v.projection
+    rows: list[Row] = []
+    split = v.category_split
+    dur = v.duration_s or 1.0
+
+    # 1. cores available for AI
+    cfa = (proj or {}).get("cores_for_ai") or {}
+    before = num(cfa.get("before_pct"))
+    before = before if before is not None else v.cores_for_ai_pct
+    after = num(cfa.get("after_pct")) if proj else None
+    rng = DASH
+    hz = _hz(v)
+    if split and hz and v.capacity_s:
+        lo, hi = share_ci(v.infra_samples, v.capacity_s * hz)
+        rng = f"{100 * (1 - hi):.1f}–{100 * (1 - lo):.1f} % (sampling)"
+    measured = DASH if before is None else f"{before:.1f} % ({v.cpu_count * before / 100:.2f} of {v.cpu_count:g})"
+    projected = DASH if after is None else f"{after:.1f} % ({v.cpu_count * after / 100:.2f} of {v.cpu_count:g})"
+    rows.append(Row("CPU cores available for AI", measured, projected,
+                    fmt_pp(after - before) if after is not None and before is not None else DASH, rng,
+                    ["100 % minus network, storage, crypto and compression CPU, of all cores x duration",
+                     VENDOR["cores_for_ai"]] + text_list(cfa.get("assumptions"))))
+
+    # 2. infrastructure share of busy CPU
+    if split and v.busy_s:
+        share = 100 * v.infra_s / v.busy_s
+        lo, hi = share_ci(v.infra_samples, v.busy_samples)
+        proj_share = None
+        if proj:
+            after_all = sum(v.projected_s(c) for c in CATEGORIES)
+            after_inf = sum(v.projected_s(c) for c in INFRASTRUCTURE)
+            proj_share = 100 * after_inf / after_all if after_all else 0.0
+        rows.append(Row("Infrastructure share of host CPU",
+                        f"{share:.1f} % of busy CPU ({100 * v.infra_s / v.capacity_s:.1f} % of capacity)"
+                        if v.capacity_s else f"{share:.1f} % of busy CPU",
+                        fmt_pct(proj_share), fmt_pp(proj_share - share) if proj_share is not None else DASH,
+                        f"{100 * lo:.1f}–{100 * hi:.1f} % (sampling)",
+                        ["busy = non-idle samples, host-wide", VENDOR["infra_share"]]))
+    else:
+        rows.append(Row("Infrastructure share of host CPU", "n/a (no category split)"))
+
+    # 3-6. per infrastructure category
+    for c in INFRASTRUCTURE:
+        if not split:
+            rows.append(Row(f"{c.capitalize()} CPU", "n/a (no category split)"))
+            continue
+        cpu_s, k = float(v.cats.loc[c, "cpu_s"]), float(v.cats.loc[c, "samples"])
+        after_s = v.projected_s(c)
+        rng = DASH
+        if hz:
+            lo, hi = count_ci(k)
+            rng = f"{lo / hz / dur:.2f}–{hi / hz / dur:.2f} cores (sampling)"
+        rows.append(Row(f"{c.capitalize()} CPU", f"{cpu_s / dur:.2f} cores ({cpu_s:.1f} CPU s)",
+                        DASH if after_s is None else f"{after_s / dur:.2f} cores",
+                        fmt_rel(cpu_s, after_s), rng, _mechanisms(proj, c)))
+
+    # 7-9. bytes and IOPS
+    net, io = v.summary.get("net") or {}, v.summary.get("io") or {}
+    tx, rx = float(net.get("tx_bytes") or 0), float(net.get("rx_bytes") or 0)
+    rows.append(Row("Network bytes moved", f"{fmt_bytes(tx + rx)} (tx {fmt_bytes(tx)}, rx {fmt_bytes(rx)}; "
+                    f"{fmt_rate((tx + rx) / dur)})", "same bytes", "±0 %",
+                    f"peak {fmt_rate(float((v.io['net_tx'] + v.io['net_rx']).max() or 0))}" if not v.io.empty else DASH,
+                    [f"counted by {net.get('source', '?')}; a DPU moves the same bytes and changes who "
+                     "spends the CPU on them"]))
+    rd, wr = float(io.get("read_bytes") or 0), float(io.get("write_bytes") or 0)
+    rows.append(Row("Storage bytes moved", f"{fmt_bytes(rd + wr)} (read {fmt_bytes(rd)}, write {fmt_bytes(wr)}; "
+                    f"{fmt_rate((rd + wr) / dur)})", "same bytes", "±0 %",
+                    f"peak {fmt_rate(float((v.io['disk_read'] + v.io['disk_write']).max() or 0))}"
+                    if not v.io.empty else DASH,
+                    [f"counted by {io.get('source', '?')}", VENDOR["storage"]]))
+    ios = float(io.get("read_ios") or 0) + float(io.get("write_ios") or 0)
+    rows.append(Row("IOPS", f"{ios / dur:,.0f} IO/s ({ios:,.0f} IOs)", "same IOs", "±0 %",
+                    f"peak {float((v.io['read_iops'] + v.io['write_iops']).max() or 0):,.0f} IO/s"
+                    if not v.io.empty else DASH, ["block-layer completions, all devices"]))
+
+    # 10. all-reduce (only when the projection models it)
+    ar = (proj or {}).get("allreduce")
+    if isinstance(ar, dict):
+        tcp, rdma = num(ar.get("tcp_us")), num(ar.get("rdma_us"))
+        scale = f"{ar.get('nodes', '?')} nodes x {ar.get('gpus_per_node', '?')} GPUs"
+        rows.append(Row(f"All-reduce time per step ({scale})",
+                        DASH if tcp is None else f"{tcp:,.0f} µs (TCP, modelled)",
+                        DASH if rdma is None else f"{rdma:,.0f} µs (RDMA, modelled)",
+                        fmt_rel(tcp, rdma), DASH,
+                        ["ring all-reduce, alpha-beta model", VENDOR["allreduce"]] + text_list(ar.get("assumptions"))))
+
+    # 11. speedup
+    sp = (proj or {}).get("speedup") or {}
+    low, exp, high = num(sp.get("low")), num(sp.get("expected")), num(sp.get("high"))
+    if proj and exp is not None:
+        pays = sp.get("pays")
+        rows.append(Row("Job speedup", "1.00x (baseline)", f"{exp:.2f}x expected",
+                        f"{100 * (exp - 1):+.0f} %",
+                        f"{low:.2f}x–{high:.2f}x" if low is not None and high is not None else DASH,
+                        ([] if pays is None else [f"pays: {'yes' if pays else 'no'}"]) + text_list(sp.get("assumptions"))))
+    else:
+        rows.append(Row("Job speedup", "1.00x (baseline)", DASH, DASH, DASH,
+                        ["no projection: run dpuprof project on this recording"]))
+    return rows
+
+
+# ----------------------------------------------------------------------------- other tables
+
+def category_rows(v: RunView) -> list[list[str]]:
+    """Category | CPU s | cores | share of busy | workload CPU s | projected cores."""
+    out = []
+    dur = v.duration_s or 1.0
+    busy = v.busy_s or 1.0
+    for c in CATEGORIES:
+        s = float(v.cats.loc[c, "cpu_s"])
+        after = v.projected_s(c)
+        out.append([c, f"{s:.2f}", f"{s / dur:.2f}", f"{100 * s / busy:.1f} %",
+                    f"{float(v.wl_cats.loc[c, 'cpu_s']):.2f}", DASH if after is None else f"{after / dur:.2f}"])
+    return out
+
+
+CATEGORY_HEADER = ["Category", "CPU s", "Cores", "Share of busy", "Workload CPU s", "Projected cores"]
+
+
+def subcategory_rows(v: RunView, limit: int = 12) -> list[list[str]]:
+    busy = v.busy_s or 1.0
+    return [[str(sub), f"{s:.2f}", f"{100 * s / busy:.1f} %"] for sub, s in v.subcats.head(limit).items()]
+
+
+SUBCATEGORY_HEADER = ["Subcategory", "CPU s", "Share of busy"]
+
+
+def process_rows(v: RunView, limit: int = 10) -> list[list[str]]:
+    out = []
+    for p in (v.summary.get("processes") or [])[:limit]:
+        cats = p.get("by_category") or {}
+        infra = sum(float(cats.get(c) or 0) for c in INFRASTRUCTURE)
+        name = str(p.get("comm") or "")
+        if p.get("node"):
+            name = f"{p['node']}: {name}"
+        out.append([str(p.get("pid")), name, f"{float(p.get('cpu_s') or 0):.2f}",
+                    f"{infra:.2f}" if p.get("by_category") is not None else DASH])
+    return out
+
+
+PROCESS_HEADER = ["PID", "Process", "CPU s", "Infrastructure CPU s"]
+
+
+def node_rows(nodes: list[RunView], total: RunView) -> list[list[str]]:
+    """Node | host | CPUs | duration | infra share | cores for AI | one column per infra category | net | disk."""
+    out = []
+    for v in list(nodes) + [total]:
+        dur = v.duration_s or 1.0
+        net, io = v.summary.get("net") or {}, v.summary.get("io") or {}
+        host = v.meta.get("host")
+        host = ", ".join(map(str, host)) if isinstance(host, list) else str(host or DASH)
+        share = fmt_pct(100 * v.infra_s / v.busy_s) if v.category_split and v.busy_s else DASH
+        out.append([v.name, host if v is not total else "all", f"{v.cpu_count:g}", f"{v.duration_s:.1f} s",
+                    share, fmt_pct(v.cores_for_ai_pct)]
+                   + [f"{float(v.cats.loc[c, 'cpu_s']) / dur:.2f}" for c in INFRASTRUCTURE]
+                   + [fmt_bytes(float(net.get("tx_bytes") or 0) + float(net.get("rx_bytes") or 0)),
+                      fmt_bytes(float(io.get("read_bytes") or 0) + float(io.get("write_bytes") or 0))])
+    return out
+
+
+NODE_HEADER = ["Node", "Host", "CPUs", "Duration", "Infra share of busy", "Cores for AI"] + \
+    [f"{c} cores" for c in INFRASTRUCTURE] + ["Net bytes", "Disk bytes"]
+
+
+def compare_rows(cmp, a: RunView, b: RunView) -> list[list[str]]:
+    """Category | A share | B share | change (pp) | A cores | B cores | z | p | significant."""
+    out = []
+    for cat, r in cmp.iterrows():
+        z = DASH if r["z"] != r["z"] else f"{r['z']:+.2f}"
+        p = DASH if r["p"] != r["p"] else (f"{r['p']:.3g}" if r["p"] >= 1e-4 else "<1e-4")
+        out.append([cat, f"{100 * r['a_share']:.1f} %", f"{100 * r['b_share']:.1f} %", f"{r['diff_pp']:+.1f} pp",
+                    f"{r['a_cores']:.2f}", f"{r['b_cores']:.2f}", z, p, "yes" if r["significant"] else "no"])
+    return out
+
+
+def compare_header(a: RunView, b: RunView) -> list[str]:
+    return ["Category", f"A share ({a.name})", f"B share ({b.name})", "Change", "A cores", "B cores", "z", "p",
+            "Significant"]
+
+
+def assumptions(v: RunView) -> list[str]:
+    """Projection-wide assumptions, for the methods section."""
+    proj = v.projection or {}
+    dpu = proj.get("dpu") or {}
+    out = []
+    if dpu:
+        desc = dpu.get("description") if isinstance(dpu.get("description"), str) else ""
+        out.append(f"DPU profile: {dpu.get('name', '?')}" + (f" — {desc}" if desc else ""))
+    out += text_list(proj.get("assumptions"))
+    for c in proj.get("capacity") or []:
+        if isinstance(c, dict) and c.get("bottleneck"):
+            out.append(f"capacity: {c.get('resource')} demand {c.get('demand')} exceeds limit {c.get('limit')}")
+    return out

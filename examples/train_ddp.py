@@ -1,0 +1,674 @@
+#!/usr/bin/env python3
+"""Data-parallel training on CPU whose data path you choose: the workload behind dpuprof's fixtures.
+
+Two ranks train an MLP with PyTorch DistributedDataParallel (DDP). The gloo backend all-reduces the
+gradients over loopback TCP, so the traffic goes through the kernel network stack. Each rank has a
+``torch.utils.data.DataLoader`` whose worker processes read the training shards from files on disk.
+``--variant`` chooses how the shards are stored and read:
+
+    plain       raw float32 shards, read through the page cache
+    encrypted   AES-256-GCM encrypted shards, decrypted in the loader (``cryptography``)
+    compressed  zlib-compressed shards, decompressed in the loader
+    storage     raw shards read with O_DIRECT, in small aligned random-order reads, so every read
+                reaches the block device (falls back to posix_fadvise(DONTNEED) plus buffered reads
+                where O_DIRECT is refused, e.g. on tmpfs)
+    compute     a compute-bound baseline: a deeper, narrower model, a tiny dataset kept in memory, and
+                gradient accumulation, so there are few all-reduces per unit of compute
+
+The shards are written to ``--data-dir`` (default: a temporary directory, removed at the end) before
+training starts. Generation is not timed, and a data directory whose manifest matches the requested
+sizes is reused, so ``--generate-only`` can prepare it ahead of a recording.
+
+Run it directly (it starts its ranks itself with torch.multiprocessing)::
+
+    python3 examples/train_ddp.py --variant encrypted --duration 20
+
+or under torchrun, which starts the ranks and sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT::
+
+    torchrun --nproc-per-node 2 examples/train_ddp.py --variant encrypted --duration 20
+
+At the end rank 0 prints one line to stdout (``--json``: one JSON object instead)::
+
+    steps_per_s=4.12 steps=83 duration_s=20.1 variant=encrypted
+
+Progress and diagnostics go to stderr. The exit status is 0 on success and non-zero on failure
+(2 for bad arguments, 128+N when stopped by signal N).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import errno
+import json
+import mmap
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+import warnings
+import zlib
+
+VARIANTS = ("plain", "encrypted", "compressed", "storage", "compute")
+
+# Which on-disk format each variant reads. plain and storage share the raw shards: they differ only in
+# how they read them (page cache against O_DIRECT).
+FORMAT_OF = {
+    "plain": "raw",
+    "storage": "raw",
+    "encrypted": "aesgcm",
+    "compressed": "zlib",
+    "compute": "memory",
+}
+
+# Default sizes per variant, tuned on a 2-core VM so that each variant's signature (network, crypto,
+# compression, storage, compute) is a clear share of CPU while a step stays well under a second. The
+# four data-path variants share the model and the data, so their steps/s compare directly.
+#   input_dim  floats per sample (the data-path variants: 256 KiB per sample)
+#   hidden     width of the hidden layers; layers = number of hidden layers
+#   batch      samples per micro-batch; one shard file holds one micro-batch
+#   shards     shard files in total (split across ranks); for compute: samples in memory / batch
+#   accum      micro-batches per optimizer step (DDP all-reduces once per step)
+_IO_DEFAULTS = dict(input_dim=65536, hidden=192, layers=2, batch=64, shards=16, accum=1, workers=1)
+DEFAULTS = {
+    "plain": dict(_IO_DEFAULTS),
+    "encrypted": dict(_IO_DEFAULTS),
+    "compressed": dict(_IO_DEFAULTS),
+    "storage": dict(_IO_DEFAULTS),
+    "compute": dict(input_dim=512, hidden=1536, layers=4, batch=256, shards=32, accum=4, workers=1),
+}
+
+NUM_CLASSES = 10
+TEACHER_DIM = 256  # labels come from a fixed random linear teacher over the first features
+ALIGN = 4096  # O_DIRECT alignment: file offsets, sizes and buffers are multiples of this
+MANIFEST_VERSION = 1
+
+
+def log(msg: str) -> None:
+    print(f"[train_ddp] {msg}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# Arguments
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description="CPU DDP training (gloo over loopback TCP) with a selectable data path.",
+        epilog="Sizes default per variant; see the DEFAULTS table at the top of this file.",
+    )
+    p.add_argument("--variant", choices=VARIANTS, default="plain")
+    p.add_argument("--steps", type=int, default=None, help="stop after N optimizer steps")
+    p.add_argument("--duration", type=float, default=None,
+                   help="stop after S seconds of training (default 20 when --steps is not given)")
+    p.add_argument("--batch-size", type=int, default=None, help="samples per micro-batch and shard")
+    p.add_argument("--workers", type=int, default=None, help="DataLoader worker processes per rank")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--data-dir", default=None,
+                   help="where shards live; reused when its manifest matches (default: a temp dir, "
+                        "removed at exit)")
+    p.add_argument("--generate-only", action="store_true",
+                   help="write the shards for --variant into --data-dir and exit")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.add_argument("--world-size", type=int, default=2, help="ranks to spawn (ignored under torchrun)")
+    p.add_argument("--master-port", type=int, default=0, help="rendezvous port (default: a free one)")
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank")
+    # Sizes: defaults depend on the variant.
+    p.add_argument("--input-dim", type=int, default=None, help="float32 features per sample")
+    p.add_argument("--hidden", type=int, default=None, help="hidden layer width")
+    p.add_argument("--layers", type=int, default=None, help="number of hidden layers")
+    p.add_argument("--shards", type=int, default=None, help="shard files in total")
+    p.add_argument("--accum", type=int, default=None, help="micro-batches per optimizer step")
+    p.add_argument("--io-size", type=int, default=64 * 1024,
+                   help="storage: bytes per O_DIRECT read, a multiple of 4096 (default 65536)")
+    p.add_argument("--zlib-level", type=int, default=1,
+                   help="compressed: zlib level used when writing shards (default 1: fast to write, "
+                        "and the costliest to inflate per output byte)")
+    p.add_argument("--lr", type=float, default=None, help="SGD learning rate (default scales with 1/input_dim)")
+    p.add_argument("--timeout", type=float, default=600, help="collective timeout in seconds")
+    args = p.parse_args(argv)
+
+    d = DEFAULTS[args.variant]
+    for name, key in (("input_dim", "input_dim"), ("hidden", "hidden"), ("layers", "layers"),
+                      ("batch_size", "batch"), ("shards", "shards"), ("accum", "accum"),
+                      ("workers", "workers")):
+        if getattr(args, name) is None:
+            setattr(args, name, d[key])
+    if args.steps is None and args.duration is None:
+        args.duration = 20.0
+    errors = []
+    for name in ("input_dim", "hidden", "layers", "batch_size", "shards", "accum", "world_size", "threads"):
+        if getattr(args, name) < 1:
+            errors.append(f"--{name.replace('_', '-')} must be >= 1")
+    if args.workers < 0:
+        errors.append("--workers must be >= 0")
+    if args.steps is not None and args.steps < 1:
+        errors.append("--steps must be >= 1")
+    if args.duration is not None and args.duration <= 0:
+        errors.append("--duration must be > 0")
+    if args.io_size < ALIGN or args.io_size % ALIGN:
+        errors.append(f"--io-size must be a positive multiple of {ALIGN}")
+    if not 0 <= args.zlib_level <= 9:
+        errors.append("--zlib-level must be 0..9")
+    if args.lr is None:
+        args.lr = min(0.05, 2.0 / args.input_dim)
+    if errors:
+        p.error("; ".join(errors))
+    return args
+
+
+# --------------------------------------------------------------------------------------------------
+# Data: generation and manifest
+
+
+def shard_payload_bytes(input_dim: int, batch: int) -> int:
+    """One shard's plaintext: int64 labels, then float32 features (labels first keeps both aligned)."""
+    return batch * 8 + batch * input_dim * 4
+
+
+def format_params(args) -> dict:
+    fmt = FORMAT_OF[args.variant]
+    params = {
+        "manifest_version": MANIFEST_VERSION,
+        "format": fmt,
+        "input_dim": args.input_dim,
+        "batch": args.batch_size,
+        "shards": args.shards,
+        "num_classes": NUM_CLASSES,
+        "seed": args.seed,
+    }
+    if fmt == "zlib":
+        params["zlib_level"] = args.zlib_level
+    return params
+
+
+def format_dir(data_dir: str, args) -> str:
+    return os.path.join(data_dir, FORMAT_OF[args.variant])
+
+
+def read_manifest(path: str) -> dict | None:
+    try:
+        with open(os.path.join(path, "manifest.json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def make_batch(rng, teacher, input_dim: int, batch: int):
+    """Image-like features: a normal sample quantized to steps of 1/4 and clipped to [-4, 4] (33
+    levels, like 8-bit pixels after normalisation), so zlib finds real redundancy in the float32
+    bytes. Labels come from a fixed linear teacher, so the task is learnable."""
+    import numpy as np
+
+    x = rng.standard_normal((batch, input_dim), dtype=np.float32)
+    np.multiply(x, 4, out=x)
+    np.round(x, out=x)
+    np.clip(x, -16, 16, out=x)
+    np.multiply(x, 0.25, out=x)
+    k = min(TEACHER_DIM, input_dim)
+    y = np.argmax(x[:, :k] @ teacher[:k], axis=1).astype(np.int64)
+    return x, y
+
+
+def write_file(path: str, data) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def generate(data_dir: str, args) -> str:
+    """Write the shards for args.variant under data_dir/<format>/ unless a matching set exists there.
+    Returns that directory."""
+    import numpy as np
+
+    out = format_dir(data_dir, args)
+    want = format_params(args)
+    have = read_manifest(out)
+    if have is not None and {k: have.get(k) for k in want} == want:
+        log(f"reusing shards in {out}")
+        return out
+    if os.path.isdir(out):
+        shutil.rmtree(out)
+    os.makedirs(out)
+    fmt = want["format"]
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(args.seed)
+    teacher = np.random.default_rng(12345).standard_normal((TEACHER_DIM, NUM_CLASSES), dtype=np.float32)
+    files = []
+    total = 0
+    if fmt == "memory":
+        # One small file with every sample, loaded once and kept in memory.
+        n = args.shards * args.batch_size
+        x, y = make_batch(rng, teacher, args.input_dim, n)
+        name = "data.bin"
+        write_file(os.path.join(out, name), y.tobytes() + x.tobytes())
+        files.append(name)
+        total = os.path.getsize(os.path.join(out, name))
+    else:
+        aead = None
+        if fmt == "aesgcm":
+            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+            key = AESGCM.generate_key(bit_length=256)
+            fd = os.open(os.path.join(out, "key.bin"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(key)
+            aead = AESGCM(key)
+        for i in range(args.shards):
+            x, y = make_batch(rng, teacher, args.input_dim, args.batch_size)
+            payload = y.tobytes() + x.tobytes()
+            name = f"shard-{i:05d}.bin"
+            if fmt == "raw":
+                pad = (-len(payload)) % ALIGN  # whole blocks, so every O_DIRECT read is full-sized
+                data = payload + b"\0" * pad
+            elif fmt == "aesgcm":
+                nonce = os.urandom(12)
+                data = nonce + aead.encrypt(nonce, payload, name.encode())
+            elif fmt == "zlib":
+                data = zlib.compress(payload, args.zlib_level)
+            else:  # pragma: no cover
+                raise AssertionError(fmt)
+            write_file(os.path.join(out, name), data)
+            files.append(name)
+            total += len(data)
+    manifest = dict(want, files=files, bytes_on_disk=total,
+                    payload_bytes=shard_payload_bytes(args.input_dim, args.batch_size),
+                    created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
+    write_file(os.path.join(out, "manifest.json"), json.dumps(manifest, indent=1).encode())
+    os.sync()  # so the first timed reads do not compete with writeback
+    log(f"generated {len(files)} {fmt} file(s), {total / 2**20:.1f} MiB, in {out} "
+        f"({time.perf_counter() - t0:.1f} s)")
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Data: reading (runs in DataLoader worker processes)
+
+
+def _tensors_from_payload(buf, batch: int, input_dim: int):
+    import torch
+
+    with warnings.catch_warnings():
+        # bytes from decrypt/decompress are read-only; the tensors are never written (the DataLoader
+        # copies them into shared memory to hand them to the rank).
+        warnings.filterwarnings("ignore", message="The given buffer is not writable")
+        y = torch.frombuffer(buf, dtype=torch.int64, count=batch)
+        x = torch.frombuffer(buf, dtype=torch.float32, count=batch * input_dim, offset=batch * 8)
+    return x.view(batch, input_dim), y
+
+
+class ShardDataset:
+    """Item i is shard file i, which holds one micro-batch. Reading, decrypting and decompressing all
+    happen here, in the DataLoader worker."""
+
+    def __init__(self, directory: str, manifest: dict, variant: str, io_size: int, seed: int):
+        self.dir = directory
+        self.files = manifest["files"]
+        self.batch = manifest["batch"]
+        self.input_dim = manifest["input_dim"]
+        self.payload = manifest["payload_bytes"]
+        self.variant = variant
+        self.io_size = io_size
+        self.seed = seed
+        self._aead = None
+        self.io_mode = {"plain": "buffered", "encrypted": "buffered", "compressed": "buffered",
+                        "storage": "o_direct"}[variant]
+        if variant == "storage" and not self._o_direct_works():
+            self.io_mode = "fadvise_dontneed"
+            log("O_DIRECT refused on this filesystem; dropping the page cache with "
+                "posix_fadvise(DONTNEED) before each read instead")
+
+    def __len__(self):
+        return len(self.files)
+
+    def _path(self, i):
+        return os.path.join(self.dir, self.files[i])
+
+    def _o_direct_works(self) -> bool:
+        try:
+            fd = os.open(self._path(0), os.O_RDONLY | os.O_DIRECT)
+        except OSError as err:
+            if err.errno == errno.EINVAL:
+                return False
+            raise
+        try:
+            buf = mmap.mmap(-1, ALIGN)
+            try:
+                os.preadv(fd, [buf], 0)
+            except OSError as err:
+                if err.errno == errno.EINVAL:
+                    return False
+                raise
+            finally:
+                buf.close()
+        finally:
+            os.close(fd)
+        return True
+
+    def __getitem__(self, i):
+        if self.variant == "plain":
+            buf = self._read_buffered(i)
+        elif self.variant == "encrypted":
+            buf = self._decrypt(i, self._read_buffered(i))
+        elif self.variant == "compressed":
+            buf = zlib.decompress(self._read_buffered(i))
+        else:
+            buf = self._read_storage(i)
+        return _tensors_from_payload(buf, self.batch, self.input_dim)
+
+    def _read_buffered(self, i) -> bytearray:
+        path = self._path(i)
+        size = os.path.getsize(path)
+        buf = bytearray(size)
+        with open(path, "rb", buffering=0) as f:
+            n = f.readinto(buf)
+        if n != size:
+            raise OSError(f"short read on {path}: {n} of {size} bytes")
+        return buf
+
+    def _decrypt(self, i, blob: bytearray) -> bytes:
+        if self._aead is None:
+            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+            with open(os.path.join(self.dir, "key.bin"), "rb") as f:
+                self._aead = AESGCM(f.read())
+        mv = memoryview(blob)
+        return self._aead.decrypt(mv[:12], mv[12:], self.files[i].encode())
+
+    def _read_storage(self, i):
+        """Read a raw shard in io_size pieces, in a shuffled order (random access to records, as a
+        sample-level shuffle does), either with O_DIRECT into page-aligned mmap memory, or after
+        dropping the file's page cache so that buffered reads miss."""
+        import numpy as np
+
+        path = self._path(i)
+        size = os.path.getsize(path)  # a multiple of ALIGN (padded at generation)
+        buf = mmap.mmap(-1, size)  # anonymous mmap: page-aligned, as O_DIRECT requires
+        mv = memoryview(buf)
+        offsets = np.arange(0, size, self.io_size)
+        np.random.default_rng((self.seed, i, time.monotonic_ns())).shuffle(offsets)
+        if self.io_mode == "o_direct":
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+        else:
+            fd = os.open(path, os.O_RDONLY)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        try:
+            for off in offsets.tolist():
+                end = min(off + self.io_size, size)
+                n = os.preadv(fd, [mv[off:end]], off)
+                if n != end - off:
+                    raise OSError(f"short read on {path} at {off}: {n} of {end - off} bytes")
+        finally:
+            os.close(fd)
+        return buf
+
+
+class MemoryDataset:
+    """compute variant: every sample lives in memory; item i is a random micro-batch drawn from it."""
+
+    def __init__(self, directory: str, manifest: dict, seed: int):
+        import numpy as np
+
+        n = manifest["shards"] * manifest["batch"]
+        d = manifest["input_dim"]
+        raw = np.fromfile(os.path.join(directory, "data.bin"), dtype=np.uint8)
+        self.y = raw[: n * 8].view(np.int64).copy()
+        self.x = raw[n * 8: n * 8 + n * d * 4].view(np.float32).reshape(n, d).copy()
+        self.batch = manifest["batch"]
+        self.seed = seed
+        self.io_mode = "memory"
+
+    def __len__(self):
+        return 1 << 30  # items are random batches; the sampler decides how many are drawn
+
+    def __getitem__(self, i):
+        import numpy as np
+        import torch
+
+        idx = np.random.default_rng((self.seed, i)).integers(0, len(self.y), self.batch)
+        return torch.from_numpy(self.x[idx]), torch.from_numpy(self.y[idx])
+
+
+class RankSampler:
+    """An endless stream of item indices for one rank: the rank's share of the shards, reshuffled every
+    epoch (as DistributedSampler does, without an end, so a run stops by steps or time)."""
+
+    def __init__(self, n_items: int, rank: int, world: int, seed: int, endless_range: bool = False):
+        self.n, self.rank, self.world, self.seed = n_items, rank, world, seed
+        self.endless_range = endless_range
+
+    def __iter__(self):
+        import numpy as np
+
+        if self.endless_range:
+            i = self.rank
+            while True:
+                yield i
+                i += self.world
+        mine = np.arange(self.rank, self.n, self.world)
+        if len(mine) == 0:
+            mine = np.arange(self.n)
+        epoch = 0
+        while True:
+            order = mine.copy()
+            np.random.default_rng((self.seed, epoch)).shuffle(order)
+            yield from order.tolist()
+            epoch += 1
+
+
+# --------------------------------------------------------------------------------------------------
+# Model and training (one process per rank)
+
+
+def build_model(args):
+    import torch.nn as nn
+
+    layers = []
+    width = args.input_dim
+    for _ in range(args.layers):
+        layers += [nn.Linear(width, args.hidden), nn.ReLU()]
+        width = args.hidden
+    layers.append(nn.Linear(width, NUM_CLASSES))
+    return nn.Sequential(*layers)
+
+
+def train(rank: int, world: int, args, data_path: str, local_rank: int = 0) -> dict:
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.set_num_threads(args.threads)
+    with contextlib.suppress(RuntimeError):  # only settable before any inter-op work
+        torch.set_num_interop_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=args.timeout))
+    try:
+        if data_path is None:  # torchrun: the first local rank writes the shards, the others wait
+            root = args.data_dir
+            if local_rank == 0:
+                generate(root, args)
+            dist.barrier()
+            data_path = format_dir(root, args)
+        manifest = read_manifest(data_path)
+        if manifest is None:
+            raise RuntimeError(f"no manifest.json in {data_path}")
+
+        torch.manual_seed(args.seed)
+        model = build_model(args)
+        n_params = sum(p.numel() for p in model.parameters())
+        ddp = DDP(model, gradient_as_bucket_view=True)
+        opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
+
+        if args.variant == "compute":
+            dataset = MemoryDataset(data_path, manifest, args.seed)
+            sampler = RankSampler(0, rank, world, args.seed, endless_range=True)
+            file_bytes_per_batch = 0
+        else:
+            dataset = ShardDataset(data_path, manifest, args.variant, args.io_size, args.seed)
+            sampler = RankSampler(len(dataset), rank, world, args.seed)
+            file_bytes_per_batch = manifest["bytes_on_disk"] / len(manifest["files"])
+        loader = torch.utils.data.DataLoader(
+            dataset, batch_size=None, sampler=sampler, num_workers=args.workers,
+            persistent_workers=args.workers > 0, prefetch_factor=2 if args.workers > 0 else None,
+            # Fork, as a torchrun-launched rank would: a rank started by torch.multiprocessing
+            # inherits the "spawn" start method, and spawned workers re-import torch (seconds).
+            multiprocessing_context="fork" if args.workers > 0 else None)
+
+        if rank == 0:
+            log(f"variant={args.variant} world={world} params={n_params / 1e6:.1f}M "
+                f"grad_MB/step={n_params * 4 / 1e6:.0f} batch={args.batch_size}x{args.accum} "
+                f"input_dim={args.input_dim} data_MB/step/rank={file_bytes_per_batch * args.accum / 1e6:.1f} "
+                f"workers/rank={args.workers} io_mode={dataset.io_mode}")
+
+        it = iter(loader)
+        dist.barrier()
+        t0 = time.perf_counter()
+        steps = 0
+        loss_sum = torch.zeros(())
+        while True:
+            for micro in range(args.accum):
+                x, y = next(it)
+                sync = contextlib.nullcontext() if micro == args.accum - 1 else ddp.no_sync()
+                with sync:
+                    loss = F.cross_entropy(ddp(x), y) / args.accum
+                    loss.backward()
+                loss_sum += loss.detach()
+            opt.step()
+            opt.zero_grad(set_to_none=False)
+            steps += 1
+            if os.environ.get("TRAIN_DDP_DEBUG"):
+                log(f"rank {rank} step {steps} t={time.perf_counter() - t0:.3f}")
+            if args.steps is not None and steps >= args.steps:
+                break
+            if args.duration is not None:
+                # Every rank must stop after the same step, or the others wait in the next all-reduce.
+                flag = torch.tensor([float(time.perf_counter() - t0 >= args.duration)])
+                dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+                if flag.item() > 0:
+                    break
+        elapsed = time.perf_counter() - t0
+        final_loss = float(loss.detach()) * args.accum
+        mean_loss = float(loss_sum) / steps
+        del it
+        dist.barrier()
+        return {
+            "variant": args.variant,
+            "steps": steps,
+            "duration_s": round(elapsed, 3),
+            "steps_per_s": round(steps / elapsed, 4),
+            "samples_per_s": round(steps * args.accum * args.batch_size * world / elapsed, 2),
+            "world_size": world,
+            "batch_size": args.batch_size,
+            "accum": args.accum,
+            "workers": args.workers,
+            "input_dim": args.input_dim,
+            "hidden": args.hidden,
+            "layers": args.layers,
+            "params": n_params,
+            "grad_bytes_per_step": n_params * 4,
+            "file_bytes_per_step_per_rank": int(file_bytes_per_batch * args.accum),
+            "io_mode": dataset.io_mode,
+            "io_size": args.io_size if args.variant == "storage" else None,
+            "mean_loss": round(mean_loss, 4),
+            "final_loss": round(final_loss, 4),
+            "seed": args.seed,
+            "torch": torch.__version__,
+        }
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def emit(result: dict, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(result, sort_keys=True), flush=True)
+    else:
+        print(f"steps_per_s={result['steps_per_s']:.2f} steps={result['steps']} "
+              f"duration_s={result['duration_s']:.1f} variant={result['variant']}", flush=True)
+
+
+def spawned_rank(rank: int, world: int, args, data_path: str) -> None:
+    """Entry point of a rank started by torch.multiprocessing."""
+    # The parent forwards SIGINT/SIGTERM; die quietly on them instead of printing a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    result = train(rank, world, args, data_path)
+    if rank == 0:
+        emit(result, args.json)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    under_torchrun = "RANK" in os.environ and "WORLD_SIZE" in os.environ and "LOCAL_RANK" in os.environ
+
+    if under_torchrun:
+        if args.data_dir is None:
+            # Every local rank must agree on the directory: derive it from the rendezvous port.
+            args.data_dir = os.path.join(tempfile.gettempdir(),
+                                         f"dpuprof-train-{os.environ.get('MASTER_PORT', '0')}")
+        if args.generate_only:
+            if int(os.environ["LOCAL_RANK"]) == 0:
+                generate(args.data_dir, args)
+            return 0
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        result = train(rank, world, args, None, local_rank=int(os.environ["LOCAL_RANK"]))
+        if rank == 0:
+            emit(result, args.json)
+        return 0
+
+    import torch.multiprocessing as mp
+
+    temp_dir = None
+    if args.data_dir is None:
+        temp_dir = tempfile.mkdtemp(prefix="dpuprof-train-")
+        args.data_dir = temp_dir
+    try:
+        data_path = generate(args.data_dir, args)
+        if args.generate_only:
+            return 0
+        os.environ["MASTER_ADDR"] = "127.0.0.1"
+        os.environ["MASTER_PORT"] = str(args.master_port or free_port())
+        ctx = mp.start_processes(spawned_rank, args=(args.world_size, args, data_path),
+                                 nprocs=args.world_size, join=False, start_method="spawn")
+        stopped_by = []
+
+        def forward(signum, _frame):
+            stopped_by.append(signum)
+            for proc in ctx.processes:
+                if proc.is_alive():
+                    os.kill(proc.pid, signum)
+
+        old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            while not ctx.join(timeout=1.0):
+                pass
+        except mp.ProcessException as err:
+            if stopped_by:
+                log(f"stopped by signal {stopped_by[0]}")
+                return 128 + stopped_by[0]
+            log(f"training failed: {err}")
+            return 1
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+        if stopped_by:
+            return 128 + stopped_by[0]
+        return 0
+    finally:
+        if temp_dir is not None:
+            shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

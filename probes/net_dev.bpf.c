@@ -1,0 +1,48 @@
+// net_dev: packets and bytes per network device and direction, and TCP retransmits.
+//
+// Purpose:  the network offload model's n (packets) and bytes moved, and a health signal.
+// Maps:     net_stats   HASH (ifname, dir) -> {bytes, packets}, cumulative; dir 0 = tx, 1 = rx
+//           tcp_retrans ARRAY [0] = cumulative TCP retransmits
+// Hooks:    tracepoints net:net_dev_xmit (rc == 0 only), net:netif_receive_skb,
+//           tcp:tcp_retransmit_skb
+// Overhead: one hash update per packet (per GRO/GSO segment, not per wire frame).
+#include <uapi/linux/ptrace.h>
+
+struct net_key { char dev[16]; u32 dir; };
+struct net_val { u64 bytes; u64 packets; };
+
+BPF_HASH(net_stats, struct net_key, struct net_val, 256);
+BPF_ARRAY(tcp_retrans, u64, 1);
+
+static inline void net_count(struct net_key *key, u32 len) {
+    struct net_val zero = {};
+    struct net_val *val = net_stats.lookup_or_try_init(key, &zero);
+    if (val) {
+        __sync_fetch_and_add(&val->bytes, len);
+        __sync_fetch_and_add(&val->packets, 1);
+    }
+}
+
+TRACEPOINT_PROBE(net, net_dev_xmit) {
+    if (args->rc != 0)
+        return 0;
+    struct net_key key = {.dir = 0};
+    TP_DATA_LOC_READ_CONST(&key.dev, name, sizeof(key.dev));
+    net_count(&key, args->len);
+    return 0;
+}
+
+TRACEPOINT_PROBE(net, netif_receive_skb) {
+    struct net_key key = {.dir = 1};
+    TP_DATA_LOC_READ_CONST(&key.dev, name, sizeof(key.dev));
+    net_count(&key, args->len);
+    return 0;
+}
+
+TRACEPOINT_PROBE(tcp, tcp_retransmit_skb) {
+    int zero = 0;
+    u64 *v = tcp_retrans.lookup(&zero);
+    if (v)
+        __sync_fetch_and_add(v, 1);
+    return 0;
+}

@@ -1,0 +1,39 @@
+// sock_io: socket payload bytes per process, protocol and direction.
+//
+// Purpose:  which processes move the bytes (e.g. the DDP ranks' all-reduce traffic per step).
+// Maps:     sock_stats HASH (tgid, family, protocol, dir) -> {bytes, calls}, cumulative;
+//           dir 0 = send, 1 = recv.
+// Hooks:    tracepoints sock:sock_send_length, sock:sock_recv_length (Linux >= 6.3); inet
+//           sockets only (these tracepoints fire for AF_INET/AF_INET6).
+// Overhead: one hash update per send/recv call.
+#include <uapi/linux/ptrace.h>
+
+struct sock_key { u32 tgid; u16 family; u16 protocol; u32 dir; };
+struct sock_val { u64 bytes; u64 calls; };
+
+BPF_HASH(sock_stats, struct sock_key, struct sock_val, 8192);
+
+static inline void sock_count(u16 family, u16 protocol, int ret, u32 dir) {
+    if (ret <= 0)
+        return;
+    struct sock_key key = {.tgid = bpf_get_current_pid_tgid() >> 32, .family = family,
+                           .protocol = protocol, .dir = dir};
+    struct sock_val zero = {};
+    struct sock_val *val = sock_stats.lookup_or_try_init(&key, &zero);
+    if (val) {
+        __sync_fetch_and_add(&val->bytes, ret);
+        __sync_fetch_and_add(&val->calls, 1);
+    }
+}
+
+TRACEPOINT_PROBE(sock, sock_send_length) {
+    sock_count(args->family, args->protocol, args->ret, 0);
+    return 0;
+}
+
+TRACEPOINT_PROBE(sock, sock_recv_length) {
+    if (args->flags & 2)   // MSG_PEEK: the bytes are read again later
+        return 0;
+    sock_count(args->family, args->protocol, args->ret, 1);
+    return 0;
+}
