@@ -73,13 +73,15 @@ FORMAT_OF = {
 #   batch      samples per micro-batch; one shard file holds one micro-batch
 #   shards     shard files in total (split across ranks); for compute: samples in memory / batch
 #   accum      micro-batches per optimizer step (DDP all-reduces once per step)
-_IO_DEFAULTS = dict(input_dim=65536, hidden=192, layers=2, batch=64, shards=16, accum=1, workers=1)
+_IO_DEFAULTS = dict(input_dim=65536, hidden=96, width=1536, layers=2, batch=64, shards=16, accum=1,
+                    workers=1)
 DEFAULTS = {
     "plain": dict(_IO_DEFAULTS),
     "encrypted": dict(_IO_DEFAULTS),
     "compressed": dict(_IO_DEFAULTS),
     "storage": dict(_IO_DEFAULTS),
-    "compute": dict(input_dim=512, hidden=1536, layers=4, batch=256, shards=32, accum=4, workers=1),
+    "compute": dict(input_dim=512, hidden=1536, width=1536, layers=3, batch=256, shards=32, accum=4,
+                    workers=1),
 }
 
 NUM_CLASSES = 10
@@ -119,8 +121,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank")
     # Sizes: defaults depend on the variant.
     p.add_argument("--input-dim", type=int, default=None, help="float32 features per sample")
-    p.add_argument("--hidden", type=int, default=None, help="hidden layer width")
-    p.add_argument("--layers", type=int, default=None, help="number of hidden layers")
+    p.add_argument("--hidden", type=int, default=None, help="width of the first (bottleneck) layer")
+    p.add_argument("--width", type=int, default=None, help="width of the further hidden layers")
+    p.add_argument("--layers", type=int, default=None, help="number of further hidden layers")
     p.add_argument("--shards", type=int, default=None, help="shard files in total")
     p.add_argument("--accum", type=int, default=None, help="micro-batches per optimizer step")
     p.add_argument("--io-size", type=int, default=64 * 1024,
@@ -133,7 +136,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = p.parse_args(argv)
 
     d = DEFAULTS[args.variant]
-    for name, key in (("input_dim", "input_dim"), ("hidden", "hidden"), ("layers", "layers"),
+    for name, key in (("input_dim", "input_dim"), ("hidden", "hidden"), ("width", "width"),
+                      ("layers", "layers"),
                       ("batch_size", "batch"), ("shards", "shards"), ("accum", "accum"),
                       ("workers", "workers")):
         if getattr(args, name) is None:
@@ -141,7 +145,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.steps is None and args.duration is None:
         args.duration = 20.0
     errors = []
-    for name in ("input_dim", "hidden", "layers", "batch_size", "shards", "accum", "world_size", "threads"):
+    for name in ("input_dim", "hidden", "width", "layers", "batch_size", "shards", "accum", "world_size", "threads"):
         if getattr(args, name) < 1:
             errors.append(f"--{name.replace('_', '-')} must be >= 1")
     if args.workers < 0:
@@ -466,13 +470,16 @@ class RankSampler:
 
 
 def build_model(args):
+    """input_dim -> hidden (a bottleneck) -> `layers` x width -> classes, with ReLUs. Every weight stays
+    under 32 MB: glibc serves allocations below that from its heap, so per-step gradient buffers do not
+    come back as fresh zeroed pages (page faults) every step."""
     import torch.nn as nn
 
-    layers = []
-    width = args.input_dim
+    layers = [nn.Linear(args.input_dim, args.hidden), nn.ReLU()]
+    width = args.hidden
     for _ in range(args.layers):
-        layers += [nn.Linear(width, args.hidden), nn.ReLU()]
-        width = args.hidden
+        layers += [nn.Linear(width, args.width), nn.ReLU()]
+        width = args.width
     layers.append(nn.Linear(width, NUM_CLASSES))
     return nn.Sequential(*layers)
 
@@ -540,7 +547,7 @@ def train(rank: int, world: int, args, data_path: str, local_rank: int = 0) -> d
                     loss.backward()
                 loss_sum += loss.detach()
             opt.step()
-            opt.zero_grad(set_to_none=False)
+            opt.zero_grad(set_to_none=True)
             steps += 1
             if os.environ.get("TRAIN_DDP_DEBUG"):
                 log(f"rank {rank} step {steps} t={time.perf_counter() - t0:.3f}")
@@ -569,6 +576,7 @@ def train(rank: int, world: int, args, data_path: str, local_rank: int = 0) -> d
             "workers": args.workers,
             "input_dim": args.input_dim,
             "hidden": args.hidden,
+            "width": args.width,
             "layers": args.layers,
             "params": n_params,
             "grad_bytes_per_step": n_params * 4,

@@ -27,14 +27,14 @@ TRACEPOINT_PROBE(net, net_dev_xmit) {
     if (args->rc != 0)
         return 0;
     struct net_key key = {.dir = 0};
-    TP_DATA_LOC_READ_CONST(&key.dev, name, sizeof(key.dev));
+    TP_DATA_LOC_READ_STR(&key.dev, name, sizeof(key.dev));  // stops at NUL: no garbage in the key
     net_count(&key, args->len);
     return 0;
 }
 
 TRACEPOINT_PROBE(net, netif_receive_skb) {
     struct net_key key = {.dir = 1};
-    TP_DATA_LOC_READ_CONST(&key.dev, name, sizeof(key.dev));
+    TP_DATA_LOC_READ_STR(&key.dev, name, sizeof(key.dev));  // stops at NUL: no garbage in the key
     net_count(&key, args->len);
     return 0;
 }

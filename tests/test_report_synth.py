@@ -106,3 +106,62 @@ def test_synthetic_recording_loads(tmp_path):
 
     rec = load(make_recording(tmp_path / "s.rec"))
     assert rec.complete and rec.category_split and rec.workload_pids == {1000, 1001}
+
+
+def make_projection(rec_path: Path, *, freed_fraction: float = 0.8, sha256: str | None = None) -> Path:
+    """Write ``RUN.proj.json`` beside ``rec_path`` following docs/projection-contract.md, from the
+    recording's own numbers (a stand-in for ``dpuprof project`` in the report tests)."""
+    import hashlib
+    import json
+
+    from dpuprof.categories import CATEGORIES, INFRASTRUCTURE
+    from dpuprof.recording import load
+    from dpuprof.recording.summary import summarize
+
+    rec = load(rec_path)
+    s = summarize(rec)
+    by_sub = s["host_cpu"]["by_subcategory"] or {}
+    rows = []
+    mech = {"network": ("rdma", "collectives over RDMA (NCCL/Gloo over IB/RoCE)"),
+            "storage": ("snap", "NVMe emulation (SNAP)"), "crypto": ("inline-crypto", "kTLS/IPsec offload"),
+            "compression": ("deflate-engine", "code changes to call the DPU compression engine")}
+    for sub, before in by_sub.items():
+        cat = sub.split(".", 1)[0]
+        if cat not in INFRASTRUCTURE:
+            continue
+        after = before * (1 - freed_fraction)
+        rows.append({"category": cat, "subcategory": sub, "mechanism": mech[cat][0], "requires": mech[cat][1],
+                     "mode": "async", "alpha": freed_fraction, "A": 1.0, "n": 100, "C": 1e9, "o0": 200,
+                     "L": 1000, "Q": 0, "before_s": before, "after_s": after, "freed_s": before - after,
+                     "speedup": 1.05, "capacity_limited": False, "notes": "", "sources": ["synthetic"]})
+    by_cat = {}
+    for c in CATEGORIES:
+        before = (s["host_cpu"]["by_category"] or {}).get(c, 0.0)
+        freed = sum(r["freed_s"] for r in rows if r["category"] == c)
+        by_cat[c] = {"before_s": before, "after_s": before - freed, "freed_s": freed}
+    cap = rec.meta["cpu_count"] * rec.duration_s
+    infra_b = sum(by_cat[c]["before_s"] for c in INFRASTRUCTURE)
+    infra_a = sum(by_cat[c]["after_s"] for c in INFRASTRUCTURE)
+    proj = {
+        "projection_version": 1, "recording": str(rec_path),
+        "recording_sha256": sha256 or hashlib.sha256(Path(rec_path).read_bytes()).hexdigest(),
+        "dpu": {"name": "bluefield-3", "file": "bluefield-3.toml", "description": "synthetic test profile"},
+        "host": {"cpu_count": rec.meta["cpu_count"], "duration_s": rec.duration_s, "host_capacity_s": cap},
+        "rows": rows, "by_category": by_cat,
+        "totals": {"before_s": sum(v["before_s"] for v in by_cat.values()),
+                   "after_s": sum(v["after_s"] for v in by_cat.values()),
+                   "freed_s": sum(v["freed_s"] for v in by_cat.values()), "infrastructure_before_s": infra_b},
+        "cores_for_ai": {"before_pct": 100 * (1 - infra_b / cap), "after_pct": 100 * (1 - infra_a / cap),
+                         "before_cores": rec.meta["cpu_count"] * (1 - infra_b / cap),
+                         "after_cores": rec.meta["cpu_count"] * (1 - infra_a / cap),
+                         "assumptions": ["synthetic: freed fraction fixed"]},
+        "speedup": {"low": 1.0, "expected": 1.08, "high": 1.25, "pays": True,
+                    "assumptions": ["synthetic speedup"]},
+        "allreduce": {"nodes": 32, "gpus_per_node": 8, "bytes_per_step": 1e9, "tcp_us": 500.0,
+                      "rdma_us": 180.0, "assumptions": ["synthetic all-reduce"]},
+        "capacity": [{"resource": "crypto_gbps", "demand": 1.0, "limit": 100.0, "bottleneck": False}],
+        "assumptions": ["synthetic projection for the report tests"], "warnings": [],
+    }
+    out = Path(str(rec_path)[:-4] + ".proj.json")
+    out.write_text(json.dumps(proj, indent=1))
+    return out

@@ -1,29 +1,77 @@
-"""``dpuprof report``: summary of a recording (extended by the renderers)."""
+"""``dpuprof report``: charts, tables and exports from one or more recordings.
+
+Only click and the (plain-data) renderer registry are imported at module load, so ``dpuprof --help``
+stays fast; pandas and matplotlib are imported when a report is made.
+"""
 
 from __future__ import annotations
 
 import click
 
-from dpuprof.cli.common import echo_json, resolve_recording
+from dpuprof.render import registry
 
 EPILOG = """\b
 Examples:
-  dpuprof report
+  dpuprof report                                   # newest *.rec here (+ its .proj.json)
+  dpuprof report run.rec -o report.html            # one self-contained HTML file
+  dpuprof report run.rec -o report.md              # markdown + PNG files beside it
+  dpuprof report before.rec after.rec -o diff.html # compare two runs (A = before, B = after)
+  dpuprof report node*.rec --merge -o cluster.html # the nodes of one job, per node and total
+  dpuprof report run.rec --format speedscope -o run.speedscope.json
+  dpuprof report run.rec --format folded | flamegraph.pl > run.svg
   dpuprof report run.rec --format json
+
+\b
+The format comes from --format, else from the output's extension:
+  .html .md .png .json .speedscope.json .trace.json/.perfetto.json .folded .txt
+With no -o the terminal summary goes to standard output.
+
+\b
+Two recordings are compared unless they look like two nodes of one job (different hosts,
+overlapping in time), which are merged; three or more are merged. --compare/--merge decide.
 """
 
 
 @click.command(epilog=EPILOG)
 @click.argument("recordings", nargs=-1, type=click.Path(dir_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["terminal", "json"]), default=None)
-def report(recordings, fmt):
-    """Summarise RECORDINGS (default: the newest *.rec here)."""
-    from dpuprof.recording import load
-    from dpuprof.recording.summary import summarize
+@click.option("-o", "--output", metavar="FILE", help="Write here ('-' = standard output).")
+@click.option("--format", "fmt", type=click.Choice(registry.names()), default=None,
+              help="Output format (default: from the -o extension, else terminal).")
+@click.option("--compare", "mode", flag_value="compare", default=None,
+              help="Compare two recordings (A = first, B = second).")
+@click.option("--merge", "mode", flag_value="merge",
+              help="Merge the recordings of one job's nodes into a cluster view.")
+@click.option("--projection", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Projection to draw (default: RUN.proj.json beside RUN.rec, if present).")
+@click.option("-q", "--quiet", is_flag=True, help="No progress line on stderr.")
+def report(recordings, output, fmt, mode, projection, quiet):
+    """Report on RECORDINGS (default: the newest *.rec in this directory)."""
+    import sys
+    from pathlib import Path
 
-    rec = load(resolve_recording(recordings[0] if recordings else None))
-    summary = summarize(rec)
-    if fmt == "json":
-        echo_json(summary)
-    else:
-        click.echo(summary)
+    from dpuprof.cli.common import resolve_recording
+    from dpuprof.errors import UserError
+    from dpuprof.render.build import build_report
+    from dpuprof.render.output import emit
+    from dpuprof.render.progress import Progress
+
+    try:
+        name = registry.choose(fmt, output)
+    except ValueError as err:
+        raise UserError(str(err)) from None
+    if name in registry.NEEDS_FILE and output in (None, "-"):
+        raise UserError(f"--format {name} needs an output file: -o FILE.{name}")
+    paths = [Path(p) for p in recordings] or [resolve_recording(None)]
+    progress = Progress(enabled=False if quiet else None)
+    try:
+        rep = build_report(paths, mode=mode, projection=projection, progress=progress)
+        progress.step(f"rendering {name}")
+        stem = registry.stem(Path(output).name) if output not in (None, "-") else "report"
+        rendered = registry.get(name)(rep, stem=stem, progress=progress,
+                                      color=output in (None, "-") and sys.stdout.isatty())
+        written = emit(rendered, output, inputs=paths)
+    finally:
+        progress.done()
+    if written and not quiet and output not in (None, "-"):
+        click.echo(f"dpuprof: wrote {', '.join(str(p) for p in written[-1:])}"
+                   + (f" (+{len(written) - 1} files beside it)" if len(written) > 1 else ""), err=True)

@@ -32,7 +32,7 @@ class _Cumulative:
         out = {}
         for key, vals in current.items():
             old = self.prev.get(key, (0,) * len(vals))
-            delta = tuple(v - o for v, o in zip(vals, old))
+            delta = tuple(max(0, v - o) for v, o in zip(vals, old))  # never negative, even on a reset
             if any(delta):
                 out[key] = delta
         self.prev = current
@@ -42,13 +42,16 @@ class _Cumulative:
 class SampleDrainer:
     """Drains cpu_sample: classified CPU per process plus folded stacks.
 
-    ``drain()`` returns a dict with ``cpu`` {(pid, subcategory): samples}, ``stacks`` {(pid,
+    ``drain()`` returns a dict with ``cpu`` {(pid, subcategory): [samples, ns]}, ``stacks`` {(pid,
     stack_id): samples}, ``new_stacks`` [(stack_id, folded, category, subcategory)], ``comms``
     {pid: comm}, ``subcats`` Counter of subcategory samples (for the status line).
     """
 
-    def __init__(self, bpf, symbolizer, classifier: Classifier):
+    def __init__(self, bpf, symbolizer, classifier: Classifier, freq_hz: int):
         self.bpf = bpf
+        bpf["config"][ct.c_int(0)] = ct.c_uint64(int(1e9 / freq_hz))
+        self.idle_gap = bpf["idle_gap_ns"]
+        self.prev_idle_gap = 0
         self.sym = symbolizer
         self.classifier = classifier
         self.counts = bpf["counts"]
@@ -74,19 +77,19 @@ class SampleDrainer:
         self.buf = 1 - old
         self.active[ct.c_int(0)] = ct.c_uint32(self.buf)
         time.sleep(_FLIP_SETTLE_S)
-        entries = [(k, v.value) for k, v in self.counts.items() if k.buf == old]
+        entries = [(k, v.samples, v.ns) for k, v in self.counts.items() if k.buf == old]
         entries.sort(key=lambda kv: kv[0].tgid not in workload)
-        for k, _ in entries:
+        for k, _, _ in entries:
             try:
                 del self.counts[k]
             except KeyError:
                 pass
         table = self.stacks[old]
-        cpu: Counter = Counter()
+        cpu: dict = defaultdict(lambda: [0, 0])
         stacks: Counter = Counter()
         comms: dict[int, str] = {}
         new_stacks = []
-        for k, n in entries:
+        for k, n, ns in entries:
             pid = k.tgid
             comms.setdefault(pid, k.comm.decode("utf-8", "replace"))
             kframes = self._frames(table, k.kstack, self.sym.kernel)
@@ -106,9 +109,14 @@ class SampleDrainer:
                 self.stack_class[sid] = sub
                 new_stacks.append((sid, folded, top_level(sub), sub))
             sub = self.stack_class[sid]
-            cpu[(pid, sub)] += n
+            cpu[(pid, sub)][0] += n
+            cpu[(pid, sub)][1] += ns
             stacks[(pid, sid)] += n
         table.clear()
+        gap = int(self.idle_gap[ct.c_int(0)].value)
+        if gap > self.prev_idle_gap:
+            cpu[(0, IDLE)][1] += gap - self.prev_idle_gap
+        self.prev_idle_gap = gap
         return {"cpu": cpu, "stacks": stacks, "new_stacks": new_stacks, "comms": comms}
 
 
@@ -174,8 +182,12 @@ class NetDrainer:
         self.prev_retrans = 0
 
     def drain(self) -> tuple[list, int]:
-        cur = {(k.dev.decode("utf-8", "replace"), NET_DIRS[min(k.dir, 1)]): (v.bytes, v.packets)
-               for k, v in self.stats.items()}
+        cur: dict = defaultdict(lambda: (0, 0))
+        for k, v in self.stats.items():
+            key = (k.dev.decode("utf-8", "replace"), NET_DIRS[min(k.dir, 1)])
+            b, p = cur[key]
+            cur[key] = (b + v.bytes, p + v.packets)
+        cur = dict(cur)
         rows = [(dev, d, b, p) for (dev, d), (b, p) in sorted(self.cum.deltas(cur).items())]
         total = int(self.retrans[ct.c_int(0)].value)
         delta, self.prev_retrans = total - self.prev_retrans, total

@@ -86,7 +86,7 @@ class Recorder:
             raise UserError(f"cannot attach the cpu-clock sampler ({err}); run: dpuprof doctor") from None
         self.bpf, self.used, self.unavailable = bpf, used, unavailable
         self.tree = TreeDrainer(bpf, os.getpid())
-        self.samples = SampleDrainer(bpf, Symbolizer(bcc.BPF), Classifier())
+        self.samples = SampleDrainer(bpf, Symbolizer(bcc.BPF), Classifier(), self.opts.freq_hz)
         self.softirq = SoftirqDrainer(bpf) if "softirq" in used else None
         self.block = BlockDrainer(bpf) if "block_io" in used else None
         self.net = NetDrainer(bpf) if "net_dev" in used else None
@@ -233,10 +233,9 @@ class Recorder:
         stacks_new = []
         if self.bpf is not None:
             drained = self.samples.drain(workload)
-            freq = self.opts.freq_hz
             rows = []
-            for (pid, sub), n in sorted(drained["cpu"].items()):
-                rows.append((pid, top_level(sub), sub, n, n / freq))
+            for (pid, sub), (n, ns) in sorted(drained["cpu"].items()):
+                rows.append((pid, top_level(sub), sub, n, ns / 1e9))
                 self.total_samples += n
                 if sub != IDLE:
                     self.cat_totals[top_level(sub)] += n

@@ -26,7 +26,8 @@ CREATE TABLE IF NOT EXISTS processes (
     pid INTEGER PRIMARY KEY, ppid INTEGER, comm TEXT, cmdline TEXT,
     in_workload INTEGER NOT NULL DEFAULT 0, first_seen REAL, last_seen REAL);
 -- CPU samples classified per interval x process x (sub)category; pid 0 is the idle task.
--- cpu_s = samples / sample_freq_hz.
+-- cpu_s is the CPU time the samples stand for: each sample is weighted by the time since the
+-- previous sample on its CPU (probes/cpu_sample.bpf.c), so about samples / sample_freq_hz.
 CREATE TABLE IF NOT EXISTS cpu_category (
     interval INTEGER NOT NULL, pid INTEGER NOT NULL, category TEXT NOT NULL,
     subcategory TEXT NOT NULL, samples INTEGER NOT NULL, cpu_s REAL NOT NULL);

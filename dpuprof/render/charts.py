@@ -46,11 +46,14 @@ def to_png(fig: Figure, dpi: int = DPI) -> bytes:
 
 
 def category_bars(frame: pd.DataFrame, capacity: float | None = None,
-                  title: str = "Host CPU by category", ax=None) -> Figure:
+                  title: str = "Host CPU by category", fig=None) -> Figure:
     """Stacked bars: one bar per row of ``frame`` (e.g. Measured / Projected with DPU, or nodes),
-    one segment per column (category), values in cores. ``capacity``: a dashed line at all cores."""
-    fig = ax.figure if ax is not None else _figure()
-    ax = ax if ax is not None else fig.add_subplot()
+    one segment per column (category), values in cores. ``capacity``: a dashed line at all cores.
+
+    Every chart function draws into ``fig`` (a Figure or SubFigure) when given, else a new Figure.
+    """
+    fig = fig if fig is not None else _figure()
+    ax = fig.add_subplot()
     if frame.empty or not frame.to_numpy().any():
         _empty(ax, "no classified CPU samples")
         ax.set_title(title, loc="left")
@@ -78,10 +81,10 @@ def category_bars(frame: pd.DataFrame, capacity: float | None = None,
     return fig
 
 
-def timeline(df: pd.DataFrame, title: str = "Host CPU by category over time", ax=None) -> Figure:
+def timeline(df: pd.DataFrame, title: str = "Host CPU by category over time", fig=None) -> Figure:
     """Stacked areas over time: index t_s (seconds), one column per category, values in cores."""
-    fig = ax.figure if ax is not None else _figure()
-    ax = ax if ax is not None else fig.add_subplot()
+    fig = fig if fig is not None else _figure()
+    ax = fig.add_subplot()
     ax.set_title(title, loc="left")
     cols = [c for c in df.columns if df[c].any()]
     if df.empty or not cols:
@@ -98,11 +101,11 @@ def timeline(df: pd.DataFrame, title: str = "Host CPU by category over time", ax
     return fig
 
 
-def cores_for_ai(frame: pd.DataFrame, title: str = "CPU cores available for AI", ax=None) -> Figure:
+def cores_for_ai(frame: pd.DataFrame, title: str = "CPU cores available for AI", fig=None) -> Figure:
     """Horizontal bars of ``frame['pct']`` (share of all cores not spent on infrastructure), with the
     vendor's claims as reference lines; ``frame['cores']`` is printed on each bar."""
-    fig = ax.figure if ax is not None else _figure((7.0, 0.9 + 0.55 * max(len(frame), 1)))
-    ax = ax if ax is not None else fig.add_subplot()
+    fig = fig if fig is not None else _figure((7.0, 1.2 + 0.5 * max(len(frame), 1)))
+    ax = fig.add_subplot()
     ax.set_title(title, loc="left")
     frame = frame.dropna(subset=["pct"])
     if frame.empty:
@@ -125,11 +128,11 @@ def cores_for_ai(frame: pd.DataFrame, title: str = "CPU cores available for AI",
 
 
 def waterfall(steps: pd.DataFrame, start: float, title: str = "Infrastructure CPU saved, by category and mechanism",
-              ax=None) -> Figure:
+              fig=None) -> Figure:
     """From ``start`` (infrastructure cores measured) down by ``steps['freed']`` (cores freed, one
     row per category x mechanism, labelled by the index) to what stays on the host."""
-    fig = ax.figure if ax is not None else _figure((7.0, 3.8))
-    ax = ax if ax is not None else fig.add_subplot()
+    fig = fig if fig is not None else _figure((7.0, 3.8))
+    ax = fig.add_subplot()
     ax.set_title(title, loc="left")
     if steps.empty:
         _empty(ax, "no projection: run dpuprof project first")
@@ -151,9 +154,9 @@ def waterfall(steps: pd.DataFrame, start: float, title: str = "Infrastructure CP
     return fig
 
 
-def throughput(io_df: pd.DataFrame, title: str = "Network and storage throughput") -> Figure:
+def throughput(io_df: pd.DataFrame, title: str = "Network and storage throughput", fig=None) -> Figure:
     """Two panels over time: network tx/rx and disk read/write in MB/s, IOPS on a second axis."""
-    fig = _figure((7.0, 4.2))
+    fig = fig if fig is not None else _figure((7.0, 4.2))
     net_ax, disk_ax = fig.subplots(2, 1, sharex=True)
     net_ax.set_title(title, loc="left")
     if io_df.empty:
@@ -183,9 +186,9 @@ def throughput(io_df: pd.DataFrame, title: str = "Network and storage throughput
 
 
 def compare_shares(cmp: pd.DataFrame, a_name: str, b_name: str,
-                   title: str = "Share of busy CPU by category, A vs B") -> Figure:
+                   title: str = "Share of busy CPU by category, A vs B", fig=None) -> Figure:
     """Grouped bars of a_share/b_share (0..1) per category; '*' marks a significant change."""
-    fig = _figure()
+    fig = fig if fig is not None else _figure()
     ax = fig.add_subplot()
     ax.set_title(title, loc="left")
     x = range(len(cmp))
@@ -204,13 +207,11 @@ def compare_shares(cmp: pd.DataFrame, a_name: str, b_name: str,
 
 
 def dashboard(panels: list, title: str) -> Figure:
-    """Several chart functions on one page: ``panels`` are callables taking ``ax``."""
+    """Several charts on one page, two per row: ``panels`` are callables taking a (sub)figure."""
     rows = (len(panels) + 1) // 2
-    fig = Figure(figsize=(14, 3.8 * rows), dpi=DPI, layout="constrained")
+    fig = Figure(figsize=(14, 3.9 * rows), dpi=DPI, layout="constrained")
     fig.suptitle(title, x=0.01, ha="left", fontsize=13)
-    axes = fig.subplots(rows, 2, squeeze=False).ravel()
-    for ax, panel in zip(axes, panels):
-        panel(ax)
-    for ax in axes[len(panels):]:
-        ax.set_visible(False)
+    subs = fig.subfigures(rows, 2, squeeze=False).ravel()
+    for sub, panel in zip(subs, panels):
+        panel(sub)
     return fig

@@ -44,13 +44,21 @@ def names() -> list[str]:
     return list(RENDERERS)
 
 
+def _suffix(filename: str) -> str | None:
+    lower = filename.lower()
+    return next((s for s in sorted(EXTENSIONS, key=len, reverse=True) if lower.endswith(s)), None)
+
+
 def from_extension(filename: str) -> str | None:
     """The format implied by ``filename``'s suffix, or None."""
-    lower = filename.lower()
-    for suffix in sorted(EXTENSIONS, key=len, reverse=True):
-        if lower.endswith(suffix):
-            return EXTENSIONS[suffix]
-    return None
+    suffix = _suffix(filename)
+    return EXTENSIONS[suffix] if suffix else None
+
+
+def stem(filename: str) -> str:
+    """``filename`` without its known suffix (``run.speedscope.json`` -> ``run``)."""
+    suffix = _suffix(filename)
+    return filename[: -len(suffix)] if suffix else filename
 
 
 def choose(fmt: str | None, output: str | None) -> str:

@@ -1,0 +1,158 @@
+"""Which charts a report has, and the DataFrames each is drawn from.
+
+``charts_for(report)`` returns ``Chart`` specs; ``chart.draw()`` makes a Figure (or draws into a
+given SubFigure, for the one-page PNG). The HTML, markdown and PNG renderers share this list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import pandas as pd
+
+from dpuprof.categories import CATEGORIES, INFRASTRUCTURE
+from dpuprof.render.model import Report, RunView
+from dpuprof.render.projection import num
+
+
+@dataclass
+class Chart:
+    key: str        # file-name friendly id
+    title: str
+    caption: str
+    draw: Callable  # draw(fig=None) -> Figure
+
+
+# ----------------------------------------------------------------------------- data for charts
+
+def before_after(v: RunView, label: str = "") -> pd.DataFrame:
+    """Rows Measured (and Projected with DPU when there is a projection); columns categories; cores."""
+    dur = v.duration_s or 1.0
+    prefix = f"{label}: " if label else ""
+    rows = {f"{prefix}Measured": {c: float(v.cats.loc[c, "cpu_s"]) / dur for c in CATEGORIES}}
+    if v.projection:
+        rows[f"{prefix}Projected with DPU"] = {c: v.projected_s(c) / dur for c in CATEGORIES}
+    return pd.DataFrame.from_dict(rows, orient="index", columns=list(CATEGORIES))
+
+
+def cores_frame(v: RunView, label: str = "") -> pd.DataFrame:
+    """Rows Measured (/ Projected with DPU); columns pct (of all cores) and cores."""
+    cfa = (v.projection or {}).get("cores_for_ai") or {}
+    prefix = f"{label}: " if label else ""
+    before = num(cfa.get("before_pct"))
+    before = before if before is not None else v.cores_for_ai_pct
+    rows = {f"{prefix}Measured": before}
+    after = num(cfa.get("after_pct"))
+    if v.projection and after is not None:
+        rows[f"{prefix}Projected with DPU"] = after
+    df = pd.DataFrame({"pct": pd.Series(rows, dtype=float)})
+    df["cores"] = df["pct"] * v.cpu_count / 100
+    return df
+
+
+def waterfall_steps(v: RunView) -> tuple[float, pd.DataFrame]:
+    """(measured infrastructure cores, steps) from the projection rows, largest saving first."""
+    dur = v.duration_s or 1.0
+    start = v.infra_s / dur
+    rows = []
+    for r in (v.projection or {}).get("rows") or []:
+        freed = num(r.get("freed_s"))
+        if freed is None or freed <= 0 or r.get("category") not in INFRASTRUCTURE:
+            continue
+        label = f"{r.get('subcategory') or r.get('category')} / {r.get('mechanism', '?')}"
+        if r.get("node"):
+            label = f"{r['node']}: {label}"
+        rows.append({"label": label, "category": r.get("category"), "freed": freed / dur})
+    if not rows:
+        return start, pd.DataFrame(columns=["category", "freed"])
+    df = pd.DataFrame(rows).groupby(["label", "category"], as_index=False)["freed"].sum()
+    df = df.sort_values("freed", ascending=False).set_index("label")
+    if len(df) > 12:  # keep the chart readable: the rest in one bar
+        rest = df.iloc[11:]
+        df = pd.concat([df.iloc[:11], pd.DataFrame({"category": ["other"], "freed": [rest["freed"].sum()]},
+                                                   index=[f"{len(rest)} more"])])
+    return start, df
+
+
+# ----------------------------------------------------------------------------- chart lists
+
+def _single(v: RunView, prefix: str = "", label: str = "") -> list[Chart]:
+    from dpuprof.render import charts
+
+    name = f" — {label}" if label else ""
+    out = []
+    if v.category_split:
+        ba = before_after(v)
+        out.append(Chart(f"{prefix}cpu-by-category", f"Host CPU by category, before and after{name}",
+                         "Average cores per category over the recording; projected bars come from the "
+                         "DPU projection. The dashed line is all cores.",
+                         lambda fig=None: charts.category_bars(ba, v.cpu_count, fig=fig)))
+        cf = cores_frame(v)
+        out.append(Chart(f"{prefix}cores-for-ai", f"CPU cores available for AI{name}",
+                         "Cores not spent on network, storage, crypto or compression, as a share of all "
+                         "cores; dotted lines are the vendor brief's claims.",
+                         lambda fig=None: charts.cores_for_ai(cf, fig=fig)))
+    out.append(Chart(f"{prefix}categories-over-time", f"Categories over time{name}",
+                     "Cores used per category in each recording interval." if v.category_split else
+                     "Host CPU time per field (psutil mode: no category split).",
+                     lambda fig=None: charts.timeline(v.timeline, fig=fig)))
+    if v.projection and v.category_split:
+        start, steps = waterfall_steps(v)
+        out.append(Chart(f"{prefix}savings-waterfall", f"Savings by category and mechanism{name}",
+                         "Infrastructure cores measured, minus what each offload mechanism frees, "
+                         "to what stays on the host.",
+                         lambda fig=None: charts.waterfall(steps, start, fig=fig)))
+    out.append(Chart(f"{prefix}throughput", f"Network and storage throughput{name}",
+                     "Bytes per second per interval; IOPS on the right axis.",
+                     lambda fig=None: charts.throughput(v.io, fig=fig)))
+    return out
+
+
+def charts_for(report: Report) -> list[Chart]:
+    from dpuprof.render import charts
+
+    if report.kind == "single":
+        return _single(report.main)
+    if report.kind == "compare":
+        a, b = report.runs
+        out = []
+        if report.comparison is not None and a.category_split and b.category_split:
+            cmp = report.comparison
+            out.append(Chart("compare-shares", "Share of busy CPU, A vs B",
+                             "Per category; * marks a change beyond sampling noise "
+                             "(two-proportion z-test, Bonferroni over six categories).",
+                             lambda fig=None: charts.compare_shares(cmp, a.name, b.name, fig=fig)))
+            both = pd.concat([before_after(a, "A"), before_after(b, "B")])
+            out.append(Chart("cpu-by-category", "Host CPU by category, A and B",
+                             "Average cores per category; with projections, each run's projected bar too.",
+                             lambda fig=None: charts.category_bars(both, max(a.cpu_count, b.cpu_count), fig=fig)))
+            cf = pd.concat([cores_frame(a, "A"), cores_frame(b, "B")])
+            out.append(Chart("cores-for-ai", "CPU cores available for AI, A and B",
+                             "Cores not spent on infrastructure, as a share of all cores.",
+                             lambda fig=None: charts.cores_for_ai(cf, fig=fig)))
+        for tag, v in (("a", a), ("b", b)):
+            out.append(Chart(f"{tag}-categories-over-time", f"Categories over time — {tag.upper()}: {v.name}",
+                             "Cores used per category in each interval.",
+                             lambda fig=None, v=v: charts.timeline(v.timeline, fig=fig)))
+        for tag, v in (("a", a), ("b", b)):
+            out.append(Chart(f"{tag}-throughput", f"Throughput — {tag.upper()}: {v.name}",
+                             "Bytes per second per interval; IOPS on the right axis.",
+                             lambda fig=None, v=v: charts.throughput(v.io, fig=fig)))
+        return out
+    # merge: per node and total
+    total = report.total
+    out = []
+    if total.category_split:
+        dur = {v.name: v.duration_s or 1.0 for v in report.runs}
+        per_node = pd.DataFrame({v.name: v.cats.loc[list(CATEGORIES), "cpu_s"] / dur[v.name]
+                                 for v in report.runs}).T
+        out.append(Chart("cpu-by-node", "Host CPU by category, per node",
+                         "Average cores per category on each node.",
+                         lambda fig=None: charts.category_bars(per_node, max(v.cpu_count for v in report.runs),
+                                                               title="Host CPU by category, per node", fig=fig)))
+        cf = pd.concat([cores_frame(v, v.name) for v in report.runs] + [cores_frame(total, "total")])
+        out.append(Chart("cores-for-ai", "CPU cores available for AI, per node and total",
+                         "Cores not spent on infrastructure, as a share of all cores.",
+                         lambda fig=None: charts.cores_for_ai(cf, fig=fig)))
+    return out + [c for c in _single(total, "total-", "cluster total") if c.key != "total-cores-for-ai"]
