@@ -11,7 +11,7 @@
 // Overhead: two hash updates per IO; fine up to ~1M IOPS.
 #include <uapi/linux/ptrace.h>
 
-struct blk_rq_key { u32 dev; u64 sector; };
+struct blk_rq_key { u64 sector; u32 dev; u32 pad; };  // explicit pad: hashed keys must be fully set
 struct blk_stat_key { u32 dev; u32 op; };
 struct blk_stat_val { u64 bytes; u64 ios; };
 struct blk_lat_key { u32 op; u32 slot; };

@@ -13,16 +13,19 @@
 //           sample_lost       ARRAY [0] = samples dropped (counts map full),
 //                                   [1] = kernel stacks lost (stack map full/collision),
 //                                   [2] = user stacks lost (stack map full/collision)
-// Time weighting: the cpu-clock hrtimer cannot fire while a CPU has interrupts off or, in a VM,
-//           while the vCPU is out in the hypervisor (a virtio notify exit, say); the kernel then
-//           skips the missed periods silently, so a plain sample count under-states exactly the
-//           code that held the timer off. Each sample therefore carries the time since the
-//           previous sample on its CPU (capped at MAX_GAP_PERIODS periods). After an idle sample
-//           the gap is NOHZ idle, not missed work: it is charged one nominal period, the rest is
-//           added to idle_gap_ns.
-//           idle_gap_ns ARRAY [0] = idle time found in gaps after idle samples (ns, cumulative)
-// Hooks:    perf_event PERF_TYPE_SOFTWARE / PERF_COUNT_SW_CPU_CLOCK
-// Overhead: one stack walk (kernel + user) per sample: at 99 Hz x N CPUs, well under 0.1 % CPU.
+//                                   [3] = run_ns updates lost (map full)
+// Exact time: the cpu-clock hrtimer cannot fire while a CPU has interrupts off or, in a VM,
+//           while the vCPU is out in the hypervisor (a virtio notify exit, say), and the kernel
+//           skips missed periods silently, so sample counts alone under-state exactly the code
+//           that held the timer off. So sched_switch and every sample also credit the on-CPU time
+//           since the previous such event on that CPU to the current process (run_ns: exact
+//           per-process CPU time, idle included as tgid 0), and each sample carries that time as
+//           its weight. User space scales each process's sampled category mix to its run_ns.
+//           run_ns      HASH  tgid -> on-CPU ns, cumulative                   (65536 entries)
+//           cpu_state   PERCPU_ARRAY [0] = time of the last switch or sample on this CPU
+// Hooks:    perf_event PERF_TYPE_SOFTWARE / PERF_COUNT_SW_CPU_CLOCK; tracepoint sched:sched_switch
+// Overhead: one stack walk (kernel + user) per sample: at 99 Hz x N CPUs, well under 0.1 % CPU;
+//           one per-CPU read and one hash update per context switch.
 #include <uapi/linux/ptrace.h>
 #include <uapi/linux/bpf_perf_event.h>
 #include <linux/sched.h>
@@ -32,6 +35,7 @@ struct sample_key {
     u32 tgid;
     s32 kstack;
     s32 ustack;
+    u64 ip;       // the sampled instruction pointer, only when a stack walk failed (else 0)
     char comm[TASK_COMM_LEN];
 };
 
@@ -41,16 +45,15 @@ struct sample_val {
 };
 struct cpu_state {
     u64 last_ts;
-    u32 last_idle;
 };
 
 BPF_HASH(counts, struct sample_key, struct sample_val, 65536);
 BPF_PERCPU_ARRAY(cpu_state, struct cpu_state, 1);
-BPF_ARRAY(config, u64, 1);        // [0] = nominal sampling period in ns, set by user space
+BPF_HASH(run_ns, u32, u64, 65536);
 BPF_STACK_TRACE(stacks0, 16384);
 BPF_STACK_TRACE(stacks1, 16384);
 BPF_ARRAY(active, u32, 1);
-BPF_ARRAY(sample_lost, u64, 3);
+BPF_ARRAY(sample_lost, u64, 4);
 
 static inline void count_lost(int idx) {
     u64 *v = sample_lost.lookup(&idx);
@@ -66,30 +69,33 @@ static inline s32 check_stack(s32 id, int lost_idx) {
     return id;
 }
 
-#define MAX_GAP_PERIODS 20
-BPF_ARRAY(idle_gap_ns, u64, 1);
-
-static inline u64 sample_weight(u32 idle_now) {
+// Credit the time since the last switch/sample on this CPU to `tgid`; returns it (0 on the first
+// event after attaching, when there is no previous timestamp).
+static inline u64 account(u32 tgid) {
     int zero = 0;
-    u64 *cfg = config.lookup(&zero);
-    u64 period = cfg && *cfg ? *cfg : 10101010;
     struct cpu_state *st = cpu_state.lookup(&zero);
     if (!st)
-        return period;
+        return 0;
     u64 now = bpf_ktime_get_ns();
-    u64 gap = st->last_ts ? now - st->last_ts : period;
-    u32 was_idle = st->last_idle;
+    u64 delta = st->last_ts ? now - st->last_ts : 0;
     st->last_ts = now;
-    st->last_idle = idle_now;
-    if (gap > MAX_GAP_PERIODS * period)
-        gap = MAX_GAP_PERIODS * period;
-    if (was_idle && gap > period) {
-        u64 *idle = idle_gap_ns.lookup(&zero);
-        if (idle)
-            __sync_fetch_and_add(idle, gap - period);
-        gap = period;
-    }
-    return gap;
+    if (!delta)
+        return 0;
+    u64 *v = run_ns.lookup(&tgid);
+    if (!v && run_ns.insert(&tgid, &delta) == 0)
+        return delta;
+    if (!v)
+        v = run_ns.lookup(&tgid);  // another CPU inserted it first
+    if (v)
+        __sync_fetch_and_add(v, delta);
+    else
+        count_lost(3);
+    return delta;
+}
+
+TRACEPOINT_PROBE(sched, sched_switch) {
+    account(bpf_get_current_pid_tgid() >> 32);  // runs in the context of the task leaving the CPU
+    return 0;
 }
 
 int on_sample(struct bpf_perf_event_data *ctx) {
@@ -106,7 +112,9 @@ int on_sample(struct bpf_perf_event_data *ctx) {
         key.kstack = check_stack(stacks0.get_stackid(&ctx->regs, 0), 1);
         key.ustack = check_stack(stacks0.get_stackid(&ctx->regs, BPF_F_USER_STACK), 2);
     }
-    u64 ns = sample_weight(key.tgid == 0);
+    if ((key.kstack < 0 && key.kstack != -EFAULT) || (key.ustack < 0 && key.ustack != -EFAULT))
+        key.ip = PT_REGS_IP(&ctx->regs);  // still classifiable by its leaf frame
+    u64 ns = account(key.tgid);
     struct sample_val init = {.samples = 1, .ns = ns};
     struct sample_val *val = counts.lookup(&key);
     if (val) {

@@ -1,9 +1,236 @@
-"""``dpuprof project``: offload projection (filled in by the project issue)."""
+"""``dpuprof project``: project what a DPU would free on a recording, and store the projection
+beside it (``RUN.rec`` -> ``RUN.proj.json``) where ``dpuprof report`` finds it."""
+
+from __future__ import annotations
 
 import click
 
+EPILOG = """\b
+Examples:
+  dpuprof project --dpu bluefield                  # newest *.rec here, BlueField-3
+  dpuprof project run.rec --dpu bluefield-2 --format json
+  dpuprof project run.rec --dpu ./my-dpu.toml --nodes 32 --gpus-per-node 8
+  dpuprof project run.rec --sweep A=0.25:2         # speedup against accelerator speed-up
+  dpuprof project run.rec --dpu ideal -o ideal.proj.json
+  dpuprof project run.rec --mode sync              # what if every offload were synchronous
+"""
 
-@click.command()
-def project():
-    """Project what a DPU would free on a recording."""
-    raise click.ClickException("not implemented yet")
+MODES = {"sync": "sync", "async": "async", "sync_os": "sync_os", "sync-os": "sync_os"}
+FORMATS = ("terminal", "json")
+
+
+def _int_option(name: str, value: str | None, lo: int, hi: int) -> int | None:
+    from dpuprof.errors import UserError
+
+    if value is None:
+        return None
+    try:
+        n = int(value)
+    except ValueError:
+        raise UserError(f"{name} {value!r}: must be a whole number") from None
+    if not lo <= n <= hi:
+        raise UserError(f"{name} {n}: must be between {lo} and {hi}")
+    return n
+
+
+def projection_path(recording) -> "Path":  # noqa: F821
+    """``dir/RUN.rec`` -> ``dir/RUN.proj.json`` (the rule ``dpuprof report`` uses)."""
+    from pathlib import Path
+
+    recording = Path(recording)
+    stem = recording.name[:-4] if recording.name.endswith(".rec") else recording.name
+    return recording.with_name(stem + ".proj.json")
+
+
+@click.command(epilog=EPILOG)
+@click.argument("recording", required=False)
+@click.option("--dpu", default="bluefield", show_default=True, metavar="NAME|PATH",
+              help="DPU profile: bluefield (= bluefield-3), bluefield-2, connectx-7, ideal, "
+                   "or the path of your own .toml profile.")
+@click.option("--format", "fmt", default="terminal", show_default=True, metavar="terminal|json",
+              help="Output format on stdout.")
+@click.option("-o", "--output", metavar="PATH",
+              help="Where to store the projection (default: RUN.proj.json beside RUN.rec).")
+@click.option("--nodes", metavar="N", help="Extrapolate all-reduce time to N nodes (ring, TCP vs RDMA).")
+@click.option("--gpus-per-node", metavar="G", help="Ranks per node for --nodes (default 1).")
+@click.option("--sweep", "sweep_spec", metavar="PARAM=lo:hi[:points]",
+              help="Speedup against one parameter on every mechanism: alpha, A, o0, L, Q, o1 (ns).")
+@click.option("--mode", metavar="sync|sync-os|async",
+              help="Override every mechanism's execution mode (default: each mechanism's own).")
+def project(recording, dpu, fmt, output, nodes, gpus_per_node, sweep_spec, mode):
+    """Project what a DPU would free on RECORDING (default: the newest *.rec here).
+
+    For each infrastructure subcategory (network, storage, crypto, compression) and each offload
+    mechanism of the DPU, applies the Accelerometer model (ASPLOS 2020) to the measured host CPU,
+    with offload counts from the recorded packets, I/Os and socket calls, and the card's capacity
+    (line rate, crypto Gb/s, Arm cores). Prints host core-seconds before, after and freed per
+    category, host cores available for AI before and after, and a speedup range for the job.
+    Every number is traceable to the DPU profile's cited sources.
+    """
+    import hashlib
+    import json
+    import os
+    import tempfile
+
+    from dpuprof.cli.common import echo_json, resolve_recording
+    from dpuprof.errors import UserError
+    from dpuprof.project import from_recording, load_profile
+    from dpuprof.project import project as run_projection
+    from dpuprof.project import sweep as sweep_mod
+    from dpuprof.recording import load
+
+    if fmt not in FORMATS:
+        raise UserError(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")
+    if mode is not None and mode not in MODES:
+        raise UserError(f"--mode {mode!r}: use one of sync, sync-os, async")
+    mode = MODES.get(mode) if mode else None
+    n_nodes = _int_option("--nodes", nodes, 1, 1_000_000)
+    gpn = _int_option("--gpus-per-node", gpus_per_node, 1, 4096)
+    if gpn is not None and n_nodes is None:
+        raise UserError("--gpus-per-node needs --nodes")
+    sweep_args = sweep_mod.parse(sweep_spec) if sweep_spec else None
+
+    profile = load_profile(dpu)
+    path = resolve_recording(recording)
+    rec = load(path)
+    inp = from_recording(rec)
+    proj = run_projection(inp, profile, nodes=n_nodes, gpus_per_node=gpn or 1, mode=mode)
+    if sweep_args:
+        proj["sweep"] = sweep_mod.sweep(inp, profile, *sweep_args, mode=mode)
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    proj["recording"] = str(recording) if recording else str(path)
+    proj["recording_sha256"] = digest.hexdigest()
+
+    target = projection_path(path) if output is None else __import__("pathlib").Path(output)
+    text = json.dumps(proj, indent=2, allow_nan=False) + "\n"
+    stored = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".proj-", suffix=".json", dir=str(target.parent) or ".")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+        stored = target
+    except OSError as err:
+        why = err.strerror or str(err)
+        if output is not None:
+            raise UserError(f"cannot write {target}: {why}") from None
+        click.echo(f"dpuprof: warning: cannot store the projection as {target} ({why}); "
+                   "use -o PATH so dpuprof report can find it", err=True)
+
+    if fmt == "json":
+        echo_json(proj)
+        if stored:
+            click.echo(f"dpuprof: projection stored in {stored}", err=True)
+    else:
+        click.echo(render_terminal(proj))
+        if stored:
+            click.echo(f"\nStored in {stored} (dpuprof report {path} draws it).")
+
+
+# ------------------------------------------------------------------------------ terminal table
+
+def _f(x, spec: str = ".2f", none: str = "-") -> str:
+    return none if x is None else format(x, spec)
+
+
+def _short(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def render_terminal(proj: dict) -> str:
+    """Plain-text tables of a projection dict (no colour, fits 100 columns)."""
+    out = []
+    dpu = proj.get("dpu") or {}
+    host = proj.get("host") or {}
+    out.append(f"Projection of {proj.get('recording')} on {dpu.get('name')}: {dpu.get('description', '')}")
+    mode = proj.get("mode_override")
+    out.append(f"Host: {host.get('cpu_count')} CPUs x {_f(host.get('duration_s'), '.1f')} s = "
+               f"{_f(host.get('host_capacity_s'), '.1f')} CPU-seconds"
+               + (f"; every mechanism forced to {mode}" if mode else ""))
+    out.append("")
+    out.append(f"{'Category':<14}{'before s':>11}{'after s':>11}{'freed s':>11}{'freed cores':>13}")
+    dur = host.get("duration_s") or 0
+    for cat, v in (proj.get("by_category") or {}).items():
+        cores = v["freed_s"] / dur if dur else 0.0
+        out.append(f"{cat:<14}{v['before_s']:>11.2f}{v['after_s']:>11.2f}{v['freed_s']:>11.2f}{cores:>13.3f}")
+    t = proj.get("totals") or {}
+    out.append(f"{'total busy':<14}{t.get('before_s', 0):>11.2f}{t.get('after_s', 0):>11.2f}"
+               f"{t.get('freed_s', 0):>11.2f}{(t.get('freed_s', 0) / dur if dur else 0):>13.3f}")
+    out.append("")
+
+    rows = proj.get("rows") or []
+    if rows:
+        out.append("Offloads that pay (slice of the subcategory each mechanism covers):")
+        out.append(f"  {'subcategory':<20}{'mechanism':<22}{'mode':<8}{'alpha':>6}{'n':>11}"
+                   f"{'before s':>10}{'after s':>9}{'S':>8}")
+        for r in rows:
+            flag = " [capacity-limited]" if r.get("capacity_limited") else ""
+            out.append(f"  {_short(r['subcategory'], 19):<20}{_short(r['mechanism'], 21):<22}{r['mode']:<8}"
+                       f"{_f(r['alpha']):>6}{_f(r['n'], '.0f'):>11}{_f(r['before_s']):>10}{_f(r['after_s']):>9}"
+                       f"{_f(r['speedup'], '.2f', 'inf'):>8}{flag}")
+        out.append("  Needs:")
+        for mech, req in dict.fromkeys((r["mechanism"], r["requires"]) for r in rows):
+            out.append(f"    {mech}: {req}")
+        out.append("")
+    rejected = [r for r in proj.get("rejected") or [] if (r.get("before_s") or 0) > 0]
+    if rejected:
+        out.append("Offloads that do not pay (left on the host):")
+        for r in rejected:
+            out.append(f"  {r['subcategory']:<20}{r['mechanism']:<22}S = {_f(r['speedup'], '.3f', 'inf')}  "
+                       f"({_f(r['before_s'])} s; alpha {_f(r['alpha_profile'])})")
+        out.append("")
+    left = [r for r in proj.get("left_on_host") or [] if (r.get("before_s") or 0) > 0.0005]
+    if left:
+        out.append("No mechanism of this device covers: " +
+                   ", ".join(f"{r['subcategory']} {r['before_s']:.2f} s" for r in left))
+        out.append("")
+
+    caps = proj.get("capacity") or []
+    if caps:
+        out.append("Capacity:")
+        for c in caps:
+            state = "BOTTLENECK: " + c["action"] if c["bottleneck"] else "ok"
+            out.append(f"  {c['resource']:<32} demand {c['demand']:.3g} / limit {c['limit']:.3g} {c['unit']}  {state}")
+        out.append("")
+
+    cfa = proj.get("cores_for_ai") or {}
+    cpu = host.get("cpu_count")
+    out.append(f"Host cores available for AI: {_f(cfa.get('before_pct'), '.1f')} % ({_f(cfa.get('before_cores'))} "
+               f"of {cpu}) -> {_f(cfa.get('after_pct'), '.1f')} % ({_f(cfa.get('after_cores'))} of {cpu})")
+    sp = proj.get("speedup") or {}
+    out.append(f"Speedup of the recorded job: low {_f(sp.get('low'), '.3f', 'unbounded')}   "
+               f"expected {_f(sp.get('expected'), '.3f', 'unbounded')}   high {_f(sp.get('high'), '.3f', 'unbounded')}")
+    if not sp.get("pays"):
+        out.append("  Offload does not pay on this recording: no mechanism frees host CPU.")
+    ar = proj.get("allreduce")
+    if ar:
+        out.append("")
+        out.append(f"All-reduce at {ar['nodes']} nodes x {ar['gpus_per_node']} GPUs ({ar['ranks']} ranks), "
+                   f"{ar['bytes_per_step'] / 1e6:.3f} MB per step:")
+        out.append(f"  TCP  {ar['tcp_us']:>12.1f} us per step   host CPU {_f(ar['tcp_host_cpu_us_per_step'], '.1f')} us")
+        out.append(f"  RDMA {ar['rdma_us']:>12.1f} us per step   host CPU {_f(ar['rdma_host_cpu_us_per_step'], '.1f')} us")
+        out.append(f"  over the recorded {ar['ops_recorded']:.0f} steps: TCP {ar['tcp_total_s']:.3f} s, "
+                   f"RDMA {ar['rdma_total_s']:.3f} s (recording lasted {ar['recorded_duration_s']:.1f} s)")
+    sw = proj.get("sweep")
+    if sw:
+        out.append("")
+        out.append(f"Sweep of {sw['param']} ({sw['unit']}) on every mechanism:")
+        out.append(f"  {'value':>12}{'low':>9}{'expected':>10}{'high':>9}{'freed s':>10}{'cores for AI %':>16}")
+        for p in sw["points"]:
+            out.append(f"  {p['value']:>12.4g}{_f(p['low'], '.3f'):>9}{_f(p['expected'], '.3f', 'inf'):>10}"
+                       f"{_f(p['high'], '.3f', 'inf'):>9}{p['freed_s']:>10.2f}{p['after_pct']:>16.1f}")
+    out.append("")
+    out.append("Assumptions:")
+    for a in (proj.get("assumptions") or []) + (sp.get("assumptions") or []):
+        out.append(f"  - {a}")
+    warns = proj.get("warnings") or []
+    if warns:
+        out.append("Warnings:")
+        for w in warns:
+            out.append(f"  ! {w}")
+    return "\n".join(out)

@@ -52,7 +52,7 @@ def report(recordings, output, fmt, mode, projection, quiet):
     from dpuprof.cli.common import resolve_recording
     from dpuprof.errors import UserError
     from dpuprof.render.build import build_report
-    from dpuprof.render.output import emit
+    from dpuprof.render.output import check_target, emit
     from dpuprof.render.progress import Progress
 
     try:
@@ -62,11 +62,13 @@ def report(recordings, output, fmt, mode, projection, quiet):
     if name in registry.NEEDS_FILE and output in (None, "-"):
         raise UserError(f"--format {name} needs an output file: -o FILE.{name}")
     paths = [Path(p) for p in recordings] or [resolve_recording(None)]
+    if output not in (None, "-"):
+        check_target(Path(output), inputs=paths)  # fail before the work, not after
     progress = Progress(enabled=False if quiet else None)
     try:
         rep = build_report(paths, mode=mode, projection=projection, progress=progress)
         progress.step(f"rendering {name}")
-        stem = registry.stem(Path(output).name) if output not in (None, "-") else "report"
+        stem = registry.stem(Path(output).name) if output not in (None, "-") else None
         rendered = registry.get(name)(rep, stem=stem, progress=progress,
                                       color=output in (None, "-") and sys.stdout.isatty())
         written = emit(rendered, output, inputs=paths)

@@ -1,0 +1,22 @@
+"""Offload projection: a Recording plus a DPU profile -> a Projection (DESIGN.md section 5).
+
+Pure functions over DataFrames (no printing, no file I/O except the profile loader):
+
+- ``profiles``: load and validate DPU profiles (TOML, every parameter sourced);
+- ``inputs``: the DataFrames the model reads (``from_recording``);
+- ``features``: CPU demand per subcategory, offload counts, stack-based shares;
+- ``accelerometer``: the Accelerometer equations (sync, sync-OS, async);
+- ``model``: slicing subcategories among mechanisms and evaluating each slice;
+- ``capacity``: demand beyond the card's engines/cores stays on the host;
+- ``outcomes``: per-category totals, cores for AI, speedup range;
+- ``allreduce``: alpha-beta ring all-reduce at N nodes, TCP against RDMA;
+- ``sweep``: speedup against one parameter;
+- ``projection``: assemble the JSON-ready dict (docs/projection-contract.md).
+"""
+
+from dpuprof.project.inputs import ProjectionInput, from_recording
+from dpuprof.project.profiles import Profile, known_profiles, load_profile
+from dpuprof.project.projection import PROJECTION_VERSION, project
+
+__all__ = ["PROJECTION_VERSION", "Profile", "ProjectionInput", "from_recording", "known_profiles",
+           "load_profile", "project"]

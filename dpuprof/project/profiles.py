@@ -4,7 +4,7 @@ This is the only module of ``dpuprof.project`` that reads files. Shipped profile
 ``dpuprof/data/dpu/*.toml``; a user may pass a path to their own file. Every number is a table
 ``{value, source, note?}``: a profile without a source for a parameter is rejected, so every
 number in a projection can be traced to a paper, a datasheet, a doc or a stated assumption.
-Format reference: ``docs/dpu-profiles.md``.
+Format reference: ``dpuprof/data/dpu/README.md``.
 
 Any problem becomes a :class:`dpuprof.errors.UserError` of one line naming the file, the key and
 the problem (``my.toml: mechanism[2].alpha.value: must be between 0 and 1, got 1.5``).
@@ -78,7 +78,7 @@ class Param:
 
 @dataclass(frozen=True)
 class Mechanism:
-    """One offload mechanism of a device (see docs/dpu-profiles.md for each field)."""
+    """One offload mechanism of a device (see dpuprof/data/dpu/README.md for each field)."""
 
     name: str
     label: str

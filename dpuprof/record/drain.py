@@ -19,6 +19,7 @@ BLOCK_OPS = ("read", "write", "other")
 NET_DIRS = ("tx", "rx")
 SOCK_DIRS = ("send", "recv")
 IPPROTO = {6: "tcp", 17: "udp", 132: "sctp", 262: "mptcp", 136: "udplite"}
+KERNEL_SPACE = 0xFFFF800000000000  # x86-64: addresses at or above are kernel text
 _FLIP_SETTLE_S = 0.002  # lets a sample already past the `active` read finish on another CPU
 
 
@@ -42,16 +43,16 @@ class _Cumulative:
 class SampleDrainer:
     """Drains cpu_sample: classified CPU per process plus folded stacks.
 
-    ``drain()`` returns a dict with ``cpu`` {(pid, subcategory): [samples, ns]}, ``stacks`` {(pid,
+    ``drain()`` returns a dict with ``cpu`` {(pid, subcategory): [samples, ns]} (to be scaled with
+    ``scale_to_exact``), ``run_ns`` {pid: on-CPU ns from sched_switch}, ``stacks`` {(pid,
     stack_id): samples}, ``new_stacks`` [(stack_id, folded, category, subcategory)], ``comms``
     {pid: comm}, ``subcats`` Counter of subcategory samples (for the status line).
     """
 
-    def __init__(self, bpf, symbolizer, classifier: Classifier, freq_hz: int):
+    def __init__(self, bpf, symbolizer, classifier: Classifier):
         self.bpf = bpf
-        bpf["config"][ct.c_int(0)] = ct.c_uint64(int(1e9 / freq_hz))
-        self.idle_gap = bpf["idle_gap_ns"]
-        self.prev_idle_gap = 0
+        self.run_ns = bpf["run_ns"]
+        self.run_cum = _Cumulative()
         self.sym = symbolizer
         self.classifier = classifier
         self.counts = bpf["counts"]
@@ -70,21 +71,36 @@ class SampleDrainer:
             return []
         return [resolve(a) for a in reversed(addrs)]
 
-    def drain(self, workload: set[int]) -> dict:
-        """Symbol names are resolved for ``workload`` processes, which go first so that they are
-        resolved before they can exit; other processes get module names only (cheap)."""
+    def _flip(self) -> list[tuple]:
+        """Switch buffers; take and delete the old buffer's (key, samples, ns) entries."""
         old = self.buf
         self.buf = 1 - old
         self.active[ct.c_int(0)] = ct.c_uint32(self.buf)
         time.sleep(_FLIP_SETTLE_S)
         entries = [(k, v.samples, v.ns) for k, v in self.counts.items() if k.buf == old]
-        entries.sort(key=lambda kv: kv[0].tgid not in workload)
         for k, _, _ in entries:
             try:
                 del self.counts[k]
             except KeyError:
                 pass
-        table = self.stacks[old]
+        return entries
+
+    def prime(self) -> None:
+        """Discard everything counted so far, so the first interval starts now."""
+        self._flip()
+        self.stacks[1 - self.buf].clear()
+        self.run_cum.deltas({k.value: (v.value,) for k, v in self.run_ns.items()})
+
+    def drain(self, workload: set[int]) -> dict:
+        """Symbol names are resolved for ``workload`` processes, which go first so that they are
+        resolved before they can exit; other processes get module names only (cheap)."""
+        entries = self._flip()
+        # Read the exact times at the same instant as the sample buffer flips, before the slow
+        # symbolisation below, so both describe the same interval.
+        run = self.run_cum.deltas({k.value: (v.value,) for k, v in self.run_ns.items()})
+        self.sym.new_generation()
+        entries.sort(key=lambda kv: kv[0].tgid not in workload)
+        table = self.stacks[1 - self.buf]
         cpu: dict = defaultdict(lambda: [0, 0])
         stacks: Counter = Counter()
         comms: dict[int, str] = {}
@@ -95,6 +111,12 @@ class SampleDrainer:
             kframes = self._frames(table, k.kstack, self.sym.kernel)
             full = pid in workload
             uframes = self._frames(table, k.ustack, lambda a, pid=pid, full=full: self.sym.user(pid, a, full))
+            if k.ip and (k.kstack < 0 or k.ustack < 0):
+                # A stack walk failed (counted in `lost`): fall back to the sampled leaf frame.
+                if k.ip >= KERNEL_SPACE and not kframes:
+                    kframes = [self.sym.kernel(k.ip)]
+                elif k.ip < KERNEL_SPACE and not uframes:
+                    uframes = [self.sym.user(pid, k.ip, full)]
             if not kframes and not uframes:
                 # A stack walk failed (counted in `lost`); pid 0 is still the idle task.
                 kframes = ["[idle]"] if pid == 0 else []
@@ -113,11 +135,36 @@ class SampleDrainer:
             cpu[(pid, sub)][1] += ns
             stacks[(pid, sid)] += n
         table.clear()
-        gap = int(self.idle_gap[ct.c_int(0)].value)
-        if gap > self.prev_idle_gap:
-            cpu[(0, IDLE)][1] += gap - self.prev_idle_gap
-        self.prev_idle_gap = gap
-        return {"cpu": cpu, "stacks": stacks, "new_stacks": new_stacks, "comms": comms}
+        return {"cpu": cpu, "stacks": stacks, "new_stacks": new_stacks, "comms": comms,
+                "run_ns": {pid: ns for pid, (ns,) in run.items()}}
+
+
+UNSAMPLED = "kernel_other.unsampled"
+
+
+def scale_to_exact(cpu: dict, run_ns: dict[int, float]) -> None:
+    """Scale each process's sampled time (``cpu[(pid, sub)] = [samples, ns]``) so that it adds up
+    to the process's exact on-CPU time ``run_ns[pid]``: the samples give the mix, the scheduler
+    gives the total. A process that ran but was never sampled (shorter than a period) is recorded
+    as UNSAMPLED; a sampled process without run time keeps its sample weights."""
+    by_pid: dict[int, list] = defaultdict(list)
+    for (pid, sub), val in cpu.items():
+        by_pid[pid].append(val)
+    for pid, vals in by_pid.items():
+        exact = run_ns.get(pid)
+        sampled = sum(v[1] for v in vals)
+        if exact is None:
+            continue
+        if sampled > 0:
+            for v in vals:
+                v[1] = v[1] * exact / sampled
+        else:  # samples with zero weight (first event after attach): split evenly by count
+            n = sum(v[0] for v in vals) or 1
+            for v in vals:
+                v[1] = exact * v[0] / n
+    for pid, exact in run_ns.items():
+        if pid not in by_pid and exact > 0:
+            cpu[(pid, IDLE if pid == 0 else UNSAMPLED)] = [0, exact]
 
 
 class SoftirqDrainer:
@@ -213,7 +260,7 @@ class SockDrainer:
 class LostDrainer:
     """Counts of data lost in kernel maps, as (kind, count) deltas: never silent."""
 
-    SOURCES = (("sample_lost", ("samples_map_full", "kernel_stack_lost", "user_stack_lost")),
+    SOURCES = (("sample_lost", ("samples_map_full", "kernel_stack_lost", "user_stack_lost", "run_map_full")),
                ("tree_lost", ("tree_map_full",)),
                ("blk_lost", ("block_start_map_full",)))
 

@@ -27,7 +27,7 @@ class Probe:
 
 PROBES = (
     Probe("proc_tree", "proc_tree.bpf.c", ("sched:sched_process_fork",)),
-    Probe("cpu_sample", "cpu_sample.bpf.c", perf_event=True),
+    Probe("cpu_sample", "cpu_sample.bpf.c", ("sched:sched_switch",), perf_event=True),
     Probe("softirq", "softirq.bpf.c", ("irq:softirq_entry", "irq:softirq_exit")),
     Probe("block_io", "block_io.bpf.c", ("block:block_rq_issue", "block:block_rq_complete")),
     Probe("net_dev", "net_dev.bpf.c", ("net:net_dev_xmit", "net:netif_receive_skb", "tcp:tcp_retransmit_skb")),

@@ -86,7 +86,7 @@ class Recorder:
             raise UserError(f"cannot attach the cpu-clock sampler ({err}); run: dpuprof doctor") from None
         self.bpf, self.used, self.unavailable = bpf, used, unavailable
         self.tree = TreeDrainer(bpf, os.getpid())
-        self.samples = SampleDrainer(bpf, Symbolizer(bcc.BPF), Classifier(), self.opts.freq_hz)
+        self.samples = SampleDrainer(bpf, Symbolizer(bcc.BPF), Classifier())
         self.softirq = SoftirqDrainer(bpf) if "softirq" in used else None
         self.block = BlockDrainer(bpf) if "block_io" in used else None
         self.net = NetDrainer(bpf) if "net_dev" in used else None
@@ -124,6 +124,7 @@ class Recorder:
         writer = RecordingWriter(opts.output, meta, owner)
         status = StatusLine(quiet=opts.quiet)
         childmod.block_signals()
+        self._prime()
         start = time.time()
         try:
             child = childmod.Child(opts.command, self.user)
@@ -188,6 +189,15 @@ class Recorder:
             child.stop_requested_at = now
             child.escalation = max(child.escalation, 1)
 
+    def _prime(self) -> None:
+        """Take every cumulative counter's baseline now, so interval 0 starts with the command."""
+        if self.bpf is None:
+            return
+        self.samples.prime()
+        for drainer in (self.softirq, self.block, self.net, self.sock, self.lost):
+            if drainer is not None:
+                drainer.drain()
+
     # ------------------------------------------------------------------ per interval
     def _workload_pids(self, child) -> set[int]:
         if self.bpf is not None:
@@ -231,8 +241,16 @@ class Recorder:
         workload = self._workload_pids(child)
         parents = self.tree.parents() if self.bpf is not None else {}
         stacks_new = []
+        live_workload = [p for p in workload if self._is_process(p)]
+        tables["proc_cpu"] = procs.sample(live_workload)
         if self.bpf is not None:
+            from dpuprof.record.drain import scale_to_exact
+
             drained = self.samples.drain(workload)
+            # The process's own CPU time from /proc is the total (it is what top, ps and getrusage
+            # report); sched_switch time covers processes that exited within the interval.
+            exact = drained["run_ns"] | {pid: s * 1e9 for pid, s in procs.last_deltas.items()}
+            scale_to_exact(drained["cpu"], exact)
             rows = []
             for (pid, sub), (n, ns) in sorted(drained["cpu"].items()):
                 rows.append((pid, top_level(sub), sub, n, ns / 1e9))
@@ -257,11 +275,9 @@ class Recorder:
             self.lost_total += sum(n for _, n in tables["lost"])
             gone = [p for p in drained["comms"] if p > 0 and not os.path.exists(f"/proc/{p}")]
             self.samples.sym.forget(gone)
-        live_workload = [p for p in workload if self._is_process(p)]
         for pid in live_workload:
             if pid not in self.known_procs or not self.known_procs[pid][3]:
                 self._note_process(pid, None, True, t1, parents.get(pid))
-        tables["proc_cpu"] = procs.sample(live_workload)
         tables.update(host.sample())
         tables["gpu"] = gpu.sample()
         processes = [(pid, *self.known_procs[pid]) for pid in sorted(self.dirty_procs)]

@@ -79,6 +79,13 @@ class Symbolizer:
         self._ucache: dict[tuple[int, int], str] = {}
         self._maps: dict[int, ProcessMaps] = {}
         self._max = max_cached
+        self._generation = 0
+        self._reloaded: dict[int, int] = {}  # pid -> generation of its last maps reload
+
+    def new_generation(self) -> None:
+        """Start a drain: each process's map may be re-read at most once per generation, since
+        broken user stack walks (no frame pointers) produce many addresses that map nowhere."""
+        self._generation += 1
 
     def kernel(self, addr: int) -> str:
         sym = self._kcache.get(addr)
@@ -104,9 +111,11 @@ class Symbolizer:
         if maps is None:
             maps = self._maps[pid] = ProcessMaps(pid)
         path = maps.lookup(addr)
-        if path is None and maps.reload():
-            path = maps.lookup(addr)
-            self._bpf._sym_caches.pop(pid, None)  # bcc's map of this process is stale too
+        if path is None and self._reloaded.get(pid) != self._generation:
+            self._reloaded[pid] = self._generation
+            if maps.reload():
+                path = maps.lookup(addr)
+                self._bpf._sym_caches.pop(pid, None)  # bcc's map of this process is stale too
         if path is None:
             return UNKNOWN
         label = clean(module_label(path)).replace("(", "[").replace(")", "]")
@@ -125,4 +134,5 @@ class Symbolizer:
         """Drop state for processes that have exited."""
         for pid in pids:
             self._maps.pop(pid, None)
+            self._reloaded.pop(pid, None)
             self._bpf._sym_caches.pop(pid, None)

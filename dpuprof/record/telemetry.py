@@ -44,14 +44,20 @@ class HostTelemetry:
 
 
 class ProcessTelemetry:
-    """Per-process user/system CPU of the workload tree (proc_cpu rows: pid, user_s, system_s)."""
+    """Per-process user/system CPU of the workload tree (proc_cpu rows: pid, user_s, system_s).
+
+    ``last_deltas`` {pid: user+system seconds} covers every process read in the last ``sample``,
+    zeros included: /proc's total is exact (the scheduler's runtime), in 10 ms ticks.
+    """
 
     def __init__(self):
         self._procs: dict[int, psutil.Process] = {}
         self._prev: dict[int, tuple[float, float]] = {}
+        self.last_deltas: dict[int, float] = {}
 
     def sample(self, pids) -> list[tuple]:
         rows = []
+        self.last_deltas = {}
         for pid in pids:
             proc = self._procs.get(pid)
             try:
@@ -64,6 +70,7 @@ class ProcessTelemetry:
             u0, s0 = self._prev.get(pid, (0.0, 0.0))
             self._prev[pid] = (t.user, t.system)
             du, ds = max(0.0, t.user - u0), max(0.0, t.system - s0)
+            self.last_deltas[pid] = du + ds
             if du or ds:
                 rows.append((pid, du, ds))
         return rows

@@ -14,6 +14,7 @@ matplotlib.use("Agg")
 
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
 from dpuprof.render.palette import color  # noqa: E402
 
@@ -70,7 +71,8 @@ def category_bars(frame: pd.DataFrame, capacity: float | None = None,
         ax.text(x, total, f"{total:.2f}", ha="center", va="bottom", fontsize=8)
     if capacity:
         ax.axhline(capacity, color="#444444", linestyle="--", linewidth=1)
-        ax.text(len(labels) - 0.5, capacity, f" {capacity:g} cores", va="bottom", ha="right", fontsize=8)
+        ax.text(0.01, capacity, f"all {capacity:g} cores", va="bottom", ha="left", fontsize=8, color="#444444",
+                transform=blended_transform_factory(ax.transAxes, ax.transData))
         ax.set_ylim(0, max(capacity, float(bottom.max())) * 1.12)
     ax.set_ylabel("cores (CPU s / s)")
     ax.set_title(title, loc="left")
@@ -91,8 +93,11 @@ def timeline(df: pd.DataFrame, title: str = "Host CPU by category over time", fi
         _empty(ax, "no CPU data over time")
         return fig
     x = df.index.to_numpy(dtype=float)
-    ax.stackplot(x, [df[c].to_numpy(dtype=float) for c in cols], labels=[str(c) for c in cols],
-                 colors=[color(str(c)) for c in cols], step="post", alpha=0.9)
+    step = float(pd.Series(x).diff().median()) if len(x) > 1 else 1.0
+    x = list(x) + [x[-1] + step]  # the last interval ends one step after it starts
+    ax.stackplot(x, [list(df[c].to_numpy(dtype=float)) + [float(df[c].iloc[-1])] for c in cols],
+                 labels=[str(c) for c in cols], colors=[color(str(c)) for c in cols], step="post", alpha=0.9)
+    x = pd.Series(x)
     ax.set_xlim(x.min(), x.max() if x.max() > x.min() else x.min() + 1)
     ax.set_xlabel("time since start (s)")
     ax.set_ylabel("cores")
@@ -104,7 +109,7 @@ def timeline(df: pd.DataFrame, title: str = "Host CPU by category over time", fi
 def cores_for_ai(frame: pd.DataFrame, title: str = "CPU cores available for AI", fig=None) -> Figure:
     """Horizontal bars of ``frame['pct']`` (share of all cores not spent on infrastructure), with the
     vendor's claims as reference lines; ``frame['cores']`` is printed on each bar."""
-    fig = fig if fig is not None else _figure((7.0, 1.2 + 0.5 * max(len(frame), 1)))
+    fig = fig if fig is not None else _figure((7.0, 1.6 + 0.5 * max(len(frame), 1)))
     ax = fig.add_subplot()
     ax.set_title(title, loc="left")
     frame = frame.dropna(subset=["pct"])
@@ -118,9 +123,12 @@ def cores_for_ai(frame: pd.DataFrame, title: str = "CPU cores available for AI",
     for y, (p, c) in enumerate(zip(pct, cores)):
         ax.text(min(p, 100) - 1, y, f"{p:.1f} % ({c:.2f} cores)", va="center", ha="right", color="white",
                 fontsize=8, fontweight="bold")
-    for ref, name in zip(VENDOR_CORES_FOR_AI, ("vendor: ~70 % today", "vendor: >95 % with DPU")):
-        ax.axvline(ref, color="#b22222", linestyle=":", linewidth=1.2)
-        ax.text(ref, len(labels) - 0.45, name, color="#b22222", fontsize=7, ha="center", va="bottom")
+    for i, ref in enumerate(VENDOR_CORES_FOR_AI):
+        ax.axvline(ref, color="#b22222", linestyle=":", linewidth=1.2,
+                   label="vendor brief: ~70 % today, >95 % with a DPU" if i == 0 else None)
+        ax.text(ref, 1.0, f"{ref:.0f} %", color="#b22222", fontsize=7, ha="center", va="bottom",
+                transform=blended_transform_factory(ax.transData, ax.transAxes))
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.28), fontsize=7, frameon=False)
     ax.set_xlim(0, 100)
     ax.set_xlabel("% of all cores x duration")
     ax.spines[["top", "right"]].set_visible(False)
@@ -149,6 +157,7 @@ def waterfall(steps: pd.DataFrame, start: float, title: str = "Infrastructure CP
     ax.text(0, start, f"{start:.2f}", ha="center", va="bottom", fontsize=8)
     ax.text(len(labels) - 1, level, f"{level:.2f}", ha="center", va="bottom", fontsize=8)
     ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
+    ax.set_ylim(0, start * 1.15 if start > 0 else 1)
     ax.set_ylabel("infrastructure cores")
     _style(ax)
     return fig
@@ -164,24 +173,36 @@ def throughput(io_df: pd.DataFrame, title: str = "Network and storage throughput
         _empty(disk_ax, "")
         return fig
     x = io_df.index.to_numpy(dtype=float)
-    for ax, cols, label in ((net_ax, ("net_tx", "net_rx"), "network MB/s"),
-                            (disk_ax, ("disk_read", "disk_write"), "disk MB/s")):
+    step = float(pd.Series(x).diff().median()) if len(x) > 1 else 1.0
+    x = list(x) + [x[-1] + step]
+
+    def series(col):
+        vals = io_df[col].to_numpy(dtype=float)
+        return list(vals) + [vals[-1]]
+
+    for ax, cols, label, colour in ((net_ax, ("net_tx", "net_rx"), "network MB/s", "#1f77b4"),
+                                    (disk_ax, ("disk_read", "disk_write"), "disk MB/s", "#ff7f0e")):
+        top = 0.0
         for col, style in zip(cols, ("-", "--")):
-            ax.step(x, io_df[col].to_numpy(dtype=float) / 1e6, where="post", linestyle=style,
-                    label=col.split("_", 1)[1], color="#1f77b4" if ax is net_ax else "#ff7f0e")
+            vals = [v / 1e6 for v in series(col)]
+            top = max(top, max(vals))
+            ax.step(x, vals, where="post", linestyle=style, label=col.split("_", 1)[1], color=colour)
         ax.set_ylabel(label)
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(0, top * 1.35 if top > 0 else 1)
         _style(ax)
-    iops = (io_df["read_iops"] + io_df["write_iops"]).to_numpy(dtype=float)
-    if iops.any():
+    handles, labels = disk_ax.get_legend_handles_labels()
+    iops = [r + w for r, w in zip(series("read_iops"), series("write_iops"))]
+    if any(iops):
         twin = disk_ax.twinx()
-        twin.step(x, iops, where="post", color="#7f7f7f", linewidth=0.8, label="IOPS")
+        line = twin.step(x, iops, where="post", color="#9a9a9a", linewidth=0.8, linestyle=":", label="IOPS")
         twin.set_ylabel("IOPS", color="#7f7f7f")
-        twin.set_ylim(bottom=0)
+        twin.set_ylim(0, max(iops) * 1.35)
         twin.spines[["top"]].set_visible(False)
-    net_ax.legend(fontsize=8, frameon=False, loc="upper right")
-    disk_ax.legend(fontsize=8, frameon=False, loc="upper left")
+        handles, labels = handles + line, labels + ["IOPS"]
+    net_ax.legend(fontsize=8, frameon=False, loc="upper left", ncols=2)
+    disk_ax.legend(handles, labels, fontsize=8, frameon=False, loc="upper left", ncols=3)
     disk_ax.set_xlabel("time since start (s)")
+    disk_ax.set_xlim(x[0], x[-1])
     return fig
 
 

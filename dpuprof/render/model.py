@@ -115,6 +115,16 @@ class Report:
 # --------------------------------------------------------------------------------------------
 # Building a view from a recording
 
+def require_stacks(report: "Report", fmt: str) -> None:
+    """Stack exports need classified stack samples: refuse clearly when a run has none."""
+    from dpuprof.errors import UserError
+
+    for v in report.runs:
+        if not v.category_split:
+            raise UserError(f"{v.name} has no stack samples (psutil mode): --format {fmt} needs a "
+                            "recording made with the BPF probes")
+
+
 def frame_name(comm: str, pid: int) -> str:
     """A process name usable as a folded-stack frame (no ';', no line breaks)."""
     comm = (comm or "").replace(";", ":").replace("\n", " ").replace("\r", " ").strip()
@@ -206,7 +216,14 @@ def _warnings(rec, summary: dict) -> list[str]:
         out.append(f"probe {probe} unavailable: {why}")
     for kind, count in sorted((summary.get("lost") or {}).items()):
         if count:
-            out.append(f"lost {count} {kind.replace('_', ' ')} (data dropped in the kernel)")
+            out.append(f"data lost in the kernel: {kind} x {count} (see the lost table)")
+    rpid = rec.meta.get("recorder_pid")
+    if rec.category_split and isinstance(rpid, int):
+        cat = rec.table("cpu_category")
+        own = float(cat.loc[(cat["pid"] == rpid) & (cat["category"] != IDLE), "cpu_s"].sum())
+        if own > 0 and rec.duration_s:
+            out.append(f"the recorder itself used {own / rec.duration_s:.2f} cores ({own:.1f} CPU s), "
+                       "counted in host CPU")
     if not rec.category_split:
         out.append("no category split (psutil mode): CPU is shown as user/system/softirq time; "
                    "record with the BPF probes to split it into network, storage, crypto ...")

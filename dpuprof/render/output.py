@@ -23,8 +23,9 @@ class Rendered:
     binary: bool = False
 
 
-def write_file(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically; refuse symlinks and non-regular files."""
+def check_target(path: Path, inputs=()) -> None:
+    """Refuse an output path that is a symlink, not a regular file, in a missing directory, or one
+    of the input recordings -- before any work is done."""
     path = Path(path)
     if path.is_symlink():
         raise UserError(f"refusing to write {path}: it is a symbolic link")
@@ -32,6 +33,18 @@ def write_file(path: Path, data: bytes) -> None:
         raise UserError(f"refusing to write {path}: it exists and is not a regular file")
     if not path.parent.is_dir():
         raise UserError(f"cannot write {path}: no such directory {path.parent}")
+    for inp in inputs:
+        try:
+            if path.exists() and path.samefile(inp):
+                raise UserError(f"refusing to overwrite the recording {inp} with the report")
+        except OSError:
+            pass
+
+
+def write_file(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically; refuse symlinks and non-regular files."""
+    path = Path(path)
+    check_target(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
@@ -58,12 +71,7 @@ def emit(rendered: Rendered, output: str | None, inputs=()) -> list[Path]:
         sys.stdout.buffer.flush()
         return []
     path = Path(output)
-    for inp in inputs:
-        try:
-            if path.exists() and path.resolve() == Path(inp).resolve():
-                raise UserError(f"refusing to overwrite the recording {inp} with the report")
-        except OSError:
-            pass
+    check_target(path, inputs)
     written = []
     for name, data in rendered.extra.items():
         extra = path.with_name(name)

@@ -25,8 +25,11 @@ def share_ci(k: float, n: float, z: float = Z95) -> tuple[float, float]:
 
 
 def count_ci(k: float, z: float = Z95) -> tuple[float, float]:
-    """Approximate interval for a Poisson count k (normal approximation, floored at 0)."""
-    half = z * math.sqrt(max(k, 0.0))
+    """Approximate 95 % interval for a Poisson count k: normal approximation, floored at 0, and
+    the rule of three (0..3) when nothing was counted."""
+    if k <= 0:
+        return 0.0, 3.0
+    half = z * math.sqrt(k)
     return max(0.0, k - half), k + half
 
 

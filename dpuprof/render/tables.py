@@ -145,8 +145,10 @@ def vendor_rows(v: RunView) -> list[Row]:
         after_s = v.projected_s(c)
         rng = DASH
         if hz:
+            # cpu_s may be scaled to exact on-CPU time: the samples give the relative error
+            per_sample = cpu_s / k if k else 1 / hz
             lo, hi = count_ci(k)
-            rng = f"{lo / hz / dur:.2f}–{hi / hz / dur:.2f} cores (sampling)"
+            rng = f"{lo * per_sample / dur:.2f}–{hi * per_sample / dur:.2f} cores (sampling)"
         rows.append(Row(f"{c.capitalize()} CPU", f"{cpu_s / dur:.2f} cores ({cpu_s:.1f} CPU s)",
                         DASH if after_s is None else f"{after_s / dur:.2f} cores",
                         fmt_rel(cpu_s, after_s), rng, _mechanisms(proj, c)))

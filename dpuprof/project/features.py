@@ -1,0 +1,263 @@
+"""Measured quantities the model needs: CPU demand per subcategory, offload counts, and the shares
+of a subcategory that a mechanism can take, all computed from the recording's DataFrames.
+
+- ``demand(inp)``: DataFrame[category, subcategory, host_s, workload_s] -- CPU seconds per
+  subcategory, host-wide and for the workload's own processes; idle excluded.
+- ``Features``: counts (packets, block I/Os, socket calls and bytes) and share functions. Shares
+  read stack evidence where the taxonomy alone cannot tell: kTLS/IPsec versus dm-crypt for
+  ``crypto.kernel``, codec and direction for ``compression.user``. Where the evidence is missing
+  the share is 0 (conservative) and a warning says so.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import pandas as pd
+
+from dpuprof.categories import IDLE, top_level
+from dpuprof.project.inputs import ProjectionInput
+
+# --------------------------------------------------------------------------------- CPU demand
+
+
+def demand(inp: ProjectionInput) -> pd.DataFrame:
+    """CPU seconds per subcategory: DataFrame[category, subcategory, host_s, workload_s].
+
+    ``host_s``: all processes (pid 0 idle excluded); ``workload_s``: the job's own processes.
+    Sorted by category then subcategory.
+    """
+    cpu = inp.table("cpu_category")
+    cols = ["category", "subcategory", "host_s", "workload_s"]
+    if cpu.empty:
+        return pd.DataFrame(columns=cols)
+    busy = cpu[cpu["category"] != IDLE]
+    busy = busy.assign(subcategory=busy["subcategory"].where(busy["subcategory"] != "", busy["category"]))
+    host = busy.groupby("subcategory")["cpu_s"].sum()
+    wl = busy[busy["pid"].isin(inp.workload_pids)].groupby("subcategory")["cpu_s"].sum()
+    out = pd.DataFrame({"host_s": host, "workload_s": wl}).fillna(0.0)
+    out.index.name = "subcategory"
+    out = out.reset_index()
+    out["category"] = out["subcategory"].map(top_level)
+    return out[cols].sort_values(["category", "subcategory"]).reset_index(drop=True)
+
+
+# ------------------------------------------------------------------------- stack evidence
+
+_NET_CRYPTO = re.compile(r"^(tls_|esp_|esp4_|esp6_|xfrm)")
+_STORAGE_CRYPTO = re.compile(r"^(kcryptd|crypt_convert|crypt_map|crypt_page|dm_crypt|fscrypt_|blk_crypto)")
+_CODEC_MODULES = (
+    ("deflate", re.compile(r"(^|/)(libz\.so|zlib[^/]*\.so|libdeflate|libisal|isal/)")),
+    ("lz4", re.compile(r"(^|/)(liblz4|lz4/)")),
+    ("zstd", re.compile(r"(^|/)(libzstd|zstd[^/]*\.so|zstandard/)")),
+    ("snappy", re.compile(r"(^|/)(libsnappy|snappy/)")),
+)
+_CODEC_SYMBOLS = (
+    ("deflate", re.compile(r"^(deflate|inflate|compress2?$|uncompress|zlib_|crc32_z|adler32)")),
+    ("lz4", re.compile(r"^(LZ4_|lz4)")),
+    ("zstd", re.compile(r"^(ZSTD_|HUF_|FSE_|zstd)")),
+    ("snappy", re.compile(r"snappy", re.I)),
+)
+_DECOMPRESS = re.compile(r"decompress|inflate|uncompress|decode", re.I)
+_COMPRESS = re.compile(r"compress|deflate|encode", re.I)
+
+
+def _frames(folded: str) -> list[tuple[str, str | None]]:
+    """Frames leaf first, as (symbol, module or None for kernel frames)."""
+    out = []
+    for frame in reversed(folded.split(";")):
+        if frame.endswith("_[k]"):
+            out.append((frame[:-4], None))
+        elif frame.endswith(")") and " (" in frame:
+            sym, mod = frame[:-1].rsplit(" (", 1)
+            out.append((sym, mod))
+        else:
+            out.append((frame, ""))
+    return out
+
+
+def crypto_kind(folded: str) -> str:
+    """'network' (kTLS/IPsec), 'storage' (dm-crypt/fscrypt) or 'unknown': leaf-most match wins."""
+    for sym, mod in _frames(folded):
+        if mod is None:
+            if _NET_CRYPTO.match(sym):
+                return "network"
+            if _STORAGE_CRYPTO.match(sym):
+                return "storage"
+    return "unknown"
+
+
+def codec(folded: str) -> tuple[str, str]:
+    """(codec, direction) of a compression stack.
+
+    codec: deflate, lz4, zstd, snappy or unknown (leaf-most frame whose module or symbol names a
+    codec); direction: compress, decompress or unknown (leaf-most frame whose symbol says which).
+    """
+    name = "unknown"
+    direction = "unknown"
+    for sym, mod in _frames(folded):
+        if name == "unknown":
+            for cand, pat in _CODEC_MODULES:
+                if mod and pat.search(mod):
+                    name = cand
+                    break
+            else:
+                for cand, pat in _CODEC_SYMBOLS:
+                    if pat.search(sym):
+                        name = cand
+                        break
+        if direction == "unknown" and sym and sym != "[unknown]":
+            if _DECOMPRESS.search(sym):
+                direction = "decompress"
+            elif _COMPRESS.search(sym):
+                direction = "compress"
+        if name != "unknown" and direction != "unknown":
+            break
+    return name, direction
+
+
+# ------------------------------------------------------------------------------- features
+
+@dataclass
+class Features:
+    """Counts and shares measured from one ProjectionInput."""
+
+    inp: ProjectionInput
+    warnings: list = field(default_factory=list)
+
+    def _warn(self, text: str) -> None:
+        if text not in self.warnings:
+            self.warnings.append(text)
+
+    # ---- counts over the whole recording
+    @cached_property
+    def net(self) -> dict:
+        """Network bytes/packets: tx_bytes, rx_bytes, packets, and loopback share of bytes."""
+        net = self.inp.table("net_io")
+        if net.empty:
+            return {"tx_bytes": 0.0, "rx_bytes": 0.0, "packets": 0.0, "lo_bytes": 0.0}
+        by_dir = net.groupby("direction")[["bytes", "packets"]].sum()
+        get = lambda d, c: float(by_dir.loc[d, c]) if d in by_dir.index else 0.0  # noqa: E731
+        return {"tx_bytes": get("tx", "bytes"), "rx_bytes": get("rx", "bytes"),
+                "packets": float(net["packets"].sum()),
+                "lo_bytes": float(net.loc[net["dev"] == "lo", "bytes"].sum())}
+
+    @cached_property
+    def packets(self) -> float:
+        if self.net["packets"] > 0:
+            return self.net["packets"]
+        sirq = self.inp.table("softirq")
+        n = float(sirq.loc[sirq["vector"].isin(["NET_RX", "NET_TX"]), "count"].sum()) if not sirq.empty else 0.0
+        if n > 0:
+            self._warn("no per-device packet counts; used NET_RX/NET_TX softirq counts as the packet count")
+        return n
+
+    @cached_property
+    def block_ios(self) -> float:
+        blk = self.inp.table("block_io")
+        if not blk.empty and blk["ios"].sum() > 0:
+            return float(blk["ios"].sum())
+        disk = self.inp.table("host_disk")
+        n = float(disk["read_count"].sum() + disk["write_count"].sum()) if not disk.empty else 0.0
+        if n > 0:
+            self._warn("no block-layer I/O counts; used /proc disk counters as the I/O count")
+        return n
+
+    @cached_property
+    def sockets(self) -> dict:
+        """Socket payload: workload and host bytes and calls (TCP if present, else all protocols)."""
+        sock = self.inp.table("sock_io")
+        out = {"wl_bytes": 0.0, "all_bytes": 0.0, "wl_calls": 0.0, "wl_send_calls": 0.0,
+               "wl_send_bytes": 0.0, "all_send_bytes": 0.0, "senders": 0, "protocol": None}
+        if sock.empty:
+            return out
+        proto = "tcp" if (sock["protocol"] == "tcp").any() else None
+        if proto:
+            sock = sock[sock["protocol"] == proto]
+        wl = sock[sock["pid"].isin(self.inp.workload_pids)]
+        send = wl[wl["direction"] == "send"]
+        senders = send.groupby("pid")["bytes"].sum()
+        out.update(wl_bytes=float(wl["bytes"].sum()), all_bytes=float(sock["bytes"].sum()),
+                   wl_calls=float(wl["calls"].sum()), wl_send_calls=float(send["calls"].sum()),
+                   wl_send_bytes=float(send["bytes"].sum()),
+                   all_send_bytes=float(sock.loc[sock["direction"] == "send", "bytes"].sum()),
+                   senders=int((senders > 0).sum()), protocol=proto or "all")
+        return out
+
+    def count(self, n_from: str) -> float:
+        """Offloads over the whole recording for a mechanism's ``n_from`` (not ``cpu_chunks``)."""
+        if n_from == "none":
+            return 0.0
+        if n_from == "packets":
+            return self.packets
+        if n_from == "block_ios":
+            return self.block_ios
+        if n_from == "workload_socket_calls":
+            calls = self.sockets["wl_calls"]
+            if calls <= 0 and self.packets > 0:
+                self._warn("no socket call counts for the workload; counted one RDMA work request per "
+                           "packet instead (an upper bound)")
+                return self.packets
+            return calls
+        raise ValueError(f"count({n_from!r}) is computed per row")
+
+    # ---- shares of a subcategory
+    @cached_property
+    def _stack_evidence(self) -> pd.DataFrame:
+        """Samples per (pid, subcategory, stack) with crypto kind, codec and direction."""
+        stacks = self.inp.table("stacks")
+        samples = self.inp.table("stack_samples")
+        cols = ["pid", "subcategory", "samples", "crypto", "codec", "direction"]
+        if stacks.empty or samples.empty:
+            return pd.DataFrame(columns=cols)
+        per = samples.groupby(["pid", "stack_id"], as_index=False)["samples"].sum()
+        per = per.merge(stacks[["stack_id", "folded", "subcategory"]], on="stack_id", how="inner")
+        if per.empty:
+            return pd.DataFrame(columns=cols)
+        kinds = {f: crypto_kind(f) for f in per["folded"].unique()}
+        codecs = {f: codec(f) for f in per["folded"].unique()}
+        per["crypto"] = per["folded"].map(kinds)
+        per["codec"] = per["folded"].map(lambda f: codecs[f][0])
+        per["direction"] = per["folded"].map(lambda f: codecs[f][1])
+        return per[cols]
+
+    def _stack_share(self, subcategory: str, workload: bool, pred, what: str) -> float:
+        ev = self._stack_evidence
+        ev = ev[ev["subcategory"] == subcategory]
+        if workload:
+            ev = ev[ev["pid"].isin(self.inp.workload_pids)]
+        total = float(ev["samples"].sum()) if not ev.empty else 0.0
+        if total <= 0:
+            self._warn(f"no stacks recorded for {subcategory}: cannot tell {what}, so none of it is "
+                       "counted as offloadable")
+            return 0.0
+        return float(ev.loc[pred(ev), "samples"].sum()) / total
+
+    def share(self, kind: str, subcategory: str, workload: bool) -> float:
+        """Fraction (0..1) of ``subcategory``'s CPU a mechanism with ``share = kind`` covers.
+
+        ``remainder`` is resolved by the model (what earlier mechanisms left).
+        """
+        if kind == "all":
+            return 1.0
+        if kind == "collective_traffic":
+            s = self.sockets
+            if workload:
+                return 1.0  # the job's own network work is its own (collective) traffic: assumption
+            if s["all_bytes"] <= 0:
+                self._warn("no socket byte counts: assumed all network work is the job's collective traffic")
+                return 1.0
+            return min(1.0, s["wl_bytes"] / s["all_bytes"])
+        if kind == "network_crypto_stacks":
+            return self._stack_share(subcategory, workload, lambda e: e["crypto"] == "network",
+                                     "kTLS/IPsec from other kernel crypto")
+        if kind == "deflate":
+            return self._stack_share(subcategory, workload, lambda e: e["codec"] == "deflate",
+                                     "which codec ran")
+        if kind == "deflate_lz4_decompress":
+            return self._stack_share(subcategory, workload,
+                                     lambda e: e["codec"].isin(["deflate", "lz4"]) & (e["direction"] == "decompress"),
+                                     "codec and direction (compress vs decompress)")
+        raise ValueError(f"unknown share {kind!r}")

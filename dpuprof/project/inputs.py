@@ -1,0 +1,74 @@
+"""What the projection reads from a Recording, as plain DataFrames.
+
+``ProjectionInput`` is the boundary between the Recording file and the pure model: tests build one
+from synthetic DataFrames, the CLI builds one with :func:`from_recording`. Columns and units are
+those of ``dpuprof.recording.schema`` (``cpu_s`` CPU seconds, ``bytes``, ``packets``, ``ios``,
+``calls`` counts over the whole recording).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from dpuprof.errors import UserError
+from dpuprof.recording.schema import TABLES
+
+#: Tables the model uses.
+USED_TABLES = ("cpu_category", "net_io", "block_io", "sock_io", "softirq", "stacks", "stack_samples",
+               "host_disk")
+
+
+def empty(table: str) -> pd.DataFrame:
+    """An empty DataFrame with the columns of ``table``."""
+    return pd.DataFrame({c: pd.Series(dtype="object" if c in ("category", "subcategory", "dev", "op",
+                                                                "direction", "protocol", "vector",
+                                                                "folded") else "float64")
+                         for c in TABLES[table]})
+
+
+@dataclass
+class ProjectionInput:
+    """Everything the model needs.
+
+    ``frames[name]`` holds the recording table ``name`` (columns of ``schema.TABLES``); missing
+    tables are empty. ``workload_pids`` are the processes of the recorded job (in_workload=1).
+    ``cpu_count`` host CPUs, ``duration_s`` wall seconds; capacity = cpu_count x duration_s.
+    """
+
+    cpu_count: int
+    duration_s: float
+    workload_pids: set = field(default_factory=set)
+    frames: dict = field(default_factory=dict)
+    source: str = ""
+
+    def table(self, name: str) -> pd.DataFrame:
+        df = self.frames.get(name)
+        return empty(name) if df is None else df
+
+    @property
+    def capacity_s(self) -> float:
+        return float(self.cpu_count) * float(self.duration_s)
+
+
+def from_recording(rec) -> ProjectionInput:
+    """Build the input from a loaded :class:`dpuprof.recording.Recording`.
+
+    Raises UserError when the recording cannot be projected: no per-category CPU data (recorded
+    with ``--probes psutil``), no duration, or no CPU count.
+    """
+    where = str(rec.path)
+    if not rec.category_split:
+        raise UserError(f"{where}: no per-category CPU data (mode {rec.meta.get('mode', '?')!r}, "
+                        "category_split false or empty cpu_category), so there is nothing to offload; "
+                        "re-record without --probes psutil")
+    cpu_count = rec.meta.get("cpu_count")
+    if isinstance(cpu_count, bool) or not isinstance(cpu_count, (int, float)) or cpu_count <= 0:
+        raise UserError(f"{where}: metadata has no usable cpu_count ({cpu_count!r}); cannot size host capacity")
+    duration = rec.duration_s
+    if not duration or duration <= 0:
+        raise UserError(f"{where}: the recording has no duration (no intervals); record for longer")
+    frames = {name: rec.table(name) for name in USED_TABLES}
+    return ProjectionInput(cpu_count=int(cpu_count), duration_s=float(duration),
+                           workload_pids=set(rec.workload_pids), frames=frames, source=where)

@@ -1,0 +1,173 @@
+"""Assemble the projection dict (docs/projection-contract.md) from a ProjectionInput and a Profile.
+
+``evaluate_rows`` runs the model (demand -> plan -> capacity -> equations) and returns the
+DataFrames; ``project`` turns them into the JSON-ready projection. Pure: no file I/O (the CLI adds
+``recording_sha256`` and writes the file).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from dpuprof.project import allreduce, capacity, model, outcomes
+from dpuprof.project.features import Features, demand
+from dpuprof.project.inputs import ProjectionInput
+from dpuprof.project.profiles import Profile
+
+PROJECTION_VERSION = 1
+
+GLOBAL_ASSUMPTIONS = [
+    "CPU seconds are sampled (samples / sampling frequency); idle is excluded",
+    "offload model: Accelerometer (Sriraman and Dhanotia, ASPLOS 2020; akshithasriraman/Accelerometer "
+    "accelerometer.cc) applied per (subcategory, mechanism) slice with C = the slice's measured host time",
+    "each mechanism takes the measured share of a subcategory it can cover, in the profile's order; "
+    "'remainder' takes what earlier mechanisms left; what no mechanism covers stays on the host",
+    "a mechanism whose per-offload costs exceed what it removes (S <= 1) is left off and listed under 'rejected'",
+    "every device parameter carries its source in 'dpu' and in each row's 'sources'; 'assumption:' marks "
+    "values not found published",
+]
+
+
+@dataclass
+class ModelResult:
+    """The model's DataFrames for one input and profile."""
+
+    demand: pd.DataFrame
+    rows: pd.DataFrame  # evaluated rows (model.evaluate columns)
+    capacity: list
+    features: Features
+
+
+def evaluate_rows(inp: ProjectionInput, profile: Profile) -> ModelResult:
+    """demand -> plan -> capacity -> Accelerometer equations."""
+    feats = Features(inp)
+    dem = demand(inp)
+    rows = model.plan(dem, profile, feats)
+    rows, caps = capacity.apply(rows, profile, feats, inp.duration_s)
+    return ModelResult(dem, model.evaluate(rows), caps, feats)
+
+
+def _num(x, digits: int = 6):
+    if x is None:
+        return None
+    x = float(x)
+    if not math.isfinite(x):
+        return None
+    return round(x, digits)
+
+
+def _str(x) -> str | None:
+    """Text or None (pandas turns None into NaN in object columns)."""
+    return x if isinstance(x, str) else None
+
+
+def _row_dict(r) -> dict:
+    mechanism = _str(r.mechanism)
+    notes = [r.notes] if _str(r.notes) else []
+    limited = bool(r.cap_factor < 1.0 - 1e-12)
+    if limited:
+        notes.append(f"capacity-limited: the device has capacity for {100 * r.cap_factor:.1f} % of this work; "
+                     "the rest stays on the host")
+    if mechanism is not None and not r.pays:
+        notes.append(f"does not pay: S = {r.speedup:.3f} <= 1, the per-offload cost n x (o0 + L + Q"
+                     f"{' + o1' if r.mode == 'sync_os' else ''}) exceeds what it removes; left on the host")
+    return {
+        "category": r.category, "subcategory": r.subcategory, "mechanism": mechanism,
+        "label": _str(r.label) or "", "requires": _str(r.requires) or "", "mode": r.mode,
+        "runs_on": _str(r.runs_on), "resource": _str(r.resource),
+        "share": _num(r.share), "share_workload": _num(r.share_workload),
+        "alpha": _num(r.alpha_eff), "alpha_profile": _num(r.alpha), "capacity_factor": _num(r.cap_factor),
+        "A": _num(r.A), "n": _num(r.n, 3), "C": _num(r.before_s * 1e9, 1),
+        "o0": _num(r.o0_ns, 3), "L": _num(r.L_ns, 3), "Q": _num(r.Q_ns, 3), "o1": _num(r.o1_ns, 3),
+        "before_s": _num(r.before_s), "after_s": _num(r.after_s), "freed_s": _num(r.freed_s),
+        "workload_before_s": _num(r.workload_before_s), "workload_after_s": _num(r.workload_after_s),
+        "workload_freed_s": _num(r.workload_freed_s),
+        "speedup": _num(r.speedup), "after_if_enabled_s": _num(r.after_if_enabled_s),
+        "pays": bool(r.pays), "enabled": bool(r.enabled), "capacity_limited": limited,
+        "notes": "; ".join(notes), "sources": list(r.sources) if isinstance(r.sources, (list, tuple)) else [],
+    }
+
+
+def project(inp: ProjectionInput, profile: Profile, *, nodes: int | None = None, gpus_per_node: int = 1,
+            mode: str | None = None) -> dict:
+    """The projection dict for ``inp`` on ``profile``.
+
+    ``mode``: override every mechanism's execution mode (sync, sync_os, async) for a what-if.
+    ``nodes``/``gpus_per_node``: extrapolate all-reduce time (alpha-beta ring, TCP vs RDMA).
+    """
+    if mode is not None:
+        profile = profile.with_overrides(mode=mode)
+    res = evaluate_rows(inp, profile)
+    rows = res.rows
+    warnings: list[str] = []
+
+    enabled, rejected, left = [], [], []
+    for r in rows.itertuples(index=False):
+        d = _row_dict(r)
+        if d["mechanism"] is None:
+            left.append(d)
+        elif r.enabled:
+            enabled.append(d)
+        else:
+            rejected.append(d)
+            if r.alpha_eff > 0 and r.before_s > 0:
+                warnings.append(f"{d['mechanism']} on {r.subcategory} does not pay (S = {r.speedup:.3f}): left on the host")
+    for c in res.capacity:
+        if c["bottleneck"]:
+            warnings.append(f"capacity: {c['resource']} demand {c['demand']:g} {c['unit']} exceeds the limit "
+                            f"{c['limit']:g} {c['unit']} ({c['action']})")
+
+    assumptions = list(GLOBAL_ASSUMPTIONS)
+    net = res.features.net
+    if net["lo_bytes"] > 0:
+        share = net["lo_bytes"] / max(1.0, net["tx_bytes"] + net["rx_bytes"])
+        assumptions.append(f"{100 * share:.0f} % of the recorded network bytes are loopback (dev lo); loopback "
+                           "kernel network work stands in for inter-node traffic (a real node does the same "
+                           "send and receive processing for its own rank)")
+    if any(r["mechanism"] == "rdma" for r in enabled + rejected):
+        assumptions.append("the workload's TCP traffic is its collective traffic, which RDMA would carry")
+
+    ar = None
+    if nodes is not None:
+        rdma = next((m for m in profile.mechanisms if m.name == "rdma"), None)
+        cost = None if rdma is None else float(rdma.o0_ns.value + rdma.L_ns.value + rdma.Q_ns.value)
+        net_cpu = float(res.demand.loc[res.demand["category"] == "network", "host_s"].sum()) \
+            if not res.demand.empty else 0.0
+        ar, w = allreduce.project(res.features, profile, nodes, gpus_per_node, inp.duration_s, net_cpu, cost)
+        warnings += w
+
+    warnings = res.features.warnings + warnings
+    busy = float(res.demand["host_s"].sum()) if not res.demand.empty else 0.0
+    if inp.capacity_s > 0 and busy > 1.10 * inp.capacity_s:
+        warnings.append(f"busy CPU samples ({busy:.1f} s) exceed cpu_count x duration ({inp.capacity_s:.1f} s) "
+                        f"by {100 * (busy / inp.capacity_s - 1):.0f} %: sampling at the recording's edges, or a "
+                        "wrong cpu_count; cores for AI may be understated")
+
+    speed = outcomes.speedup_range(res.demand, rows)
+    if not speed["pays"]:
+        warnings.append(f"offload does not pay on this recording with {profile.name}: no mechanism frees host CPU")
+
+    return {
+        "projection_version": PROJECTION_VERSION,
+        "recording": inp.source,
+        "recording_sha256": None,
+        "dpu": profile.as_dict(),
+        "mode_override": mode,
+        "host": {"cpu_count": inp.cpu_count, "duration_s": round(inp.duration_s, 6),
+                 "host_capacity_s": round(inp.capacity_s, 6)},
+        "rows": enabled,
+        "rejected": rejected,
+        "left_on_host": left,
+        "by_category": outcomes.by_category(res.demand, rows),
+        "totals": outcomes.totals(res.demand, rows),
+        "cores_for_ai": outcomes.cores_for_ai(res.demand, rows, inp.cpu_count, inp.duration_s),
+        "speedup": speed,
+        "allreduce": ar,
+        "capacity": res.capacity,
+        "sweep": None,
+        "assumptions": assumptions,
+        "warnings": list(dict.fromkeys(warnings)),
+    }

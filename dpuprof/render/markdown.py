@@ -1,0 +1,89 @@
+"""Markdown: the tables as GitHub-flavoured markdown, the charts as PNG files beside it
+(``REPORT.md`` + ``REPORT.<chart>.png``). Written to standard output, it has no images.
+
+Cells are HTML-escaped as well as markdown-escaped: markdown viewers render raw HTML, so a process
+name like ``<img onerror=...>`` must arrive as text.
+"""
+
+from __future__ import annotations
+
+import re
+from html import escape
+
+from dpuprof.render import tables as T
+from dpuprof.render.model import Report, RunView
+from dpuprof.render.output import Rendered
+
+_MD = re.compile(r"([\\`*_\[\]|#])")
+
+
+def md(text) -> str:
+    """One line of text, safe in a markdown table cell or paragraph."""
+    text = " ".join(str(text).split())
+    return _MD.sub(r"\\\1", escape(text, quote=False))
+
+
+def table(header: list[str], rows: list[list[str]], right=()) -> str:
+    out = ["| " + " | ".join(md(h) for h in header) + " |",
+           "|" + "|".join("---:" if i in right else "---" for i in range(len(header))) + "|"]
+    out += ["| " + " | ".join(md(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def _run(v: RunView, level: str = "##") -> list[str]:
+    out = []
+    cmd = v.meta.get("command")
+    if isinstance(cmd, list):
+        cmd = " ".join(map(str, cmd))
+    host = v.meta.get("host")
+    host = ", ".join(map(str, host)) if isinstance(host, list) else host
+    out.append(md(f"{cmd or ''} — host {host}, {v.cpu_count:g} CPUs, {v.duration_s:.1f} s, "
+                  f"mode {v.meta.get('mode')}"))
+    if v.warnings:
+        out += ["", "> **Notes**"] + [f"> - {md(w)}" for w in v.warnings]
+    out += ["", f"{level} Measured, not claimed", "",
+            table(T.HEADER, [r.cells() for r in T.vendor_rows(v)], right=(1, 2, 3)), ""]
+    if v.category_split:
+        out += [f"{level} By category", "", table(T.CATEGORY_HEADER, T.category_rows(v), right=range(1, 6)), "",
+                f"{level} Top subcategories", "", table(T.SUBCATEGORY_HEADER, T.subcategory_rows(v), right=(1, 2)), ""]
+    procs = T.process_rows(v)
+    if procs:
+        out += [f"{level} Workload processes", "", table(T.PROCESS_HEADER, procs, right=(0, 2, 3)), ""]
+    return out
+
+
+def render(report: Report, *, stem: str | None = None, progress=None, color: bool = False) -> Rendered:
+    """``stem``: the output file's name without ``.md`` (the PNGs are named after it); None when
+    writing to standard output, where there is nowhere to put images."""
+    from dpuprof.render.charts import to_png
+    from dpuprof.render.figures import charts_for
+
+    lines = [f"# dpuprof report: {md(report.title)}", ""]
+    if report.kind == "compare":
+        a, b = report.runs
+        if report.comparison is not None and a.category_split and b.category_split:
+            lines += ["## Differences and their significance", "",
+                      "Share of busy CPU samples; significant when p < 0.05/6 (two-proportion z-test, "
+                      "Bonferroni over six categories).", "",
+                      table(T.compare_header(a, b), T.compare_rows(report.comparison, a, b), right=range(1, 8)), ""]
+        for tag, v in (("A", a), ("B", b)):
+            lines += [f"## {tag}: {md(v.name)}", ""] + _run(v, "###")
+    elif report.kind == "merge":
+        lines += ["## Per node and total", "",
+                  table(T.NODE_HEADER, T.node_rows(report.runs, report.total), right=range(2, len(T.NODE_HEADER))),
+                  ""] + _run(report.total)
+    else:
+        lines += _run(report.main)
+    extra = {}
+    specs = charts_for(report) if stem is not None else []
+    if specs:
+        lines += ["## Charts", ""]
+    for i, c in enumerate(specs):
+        if progress:
+            progress.step(f"chart {i + 1}/{len(specs)}: {c.title}")
+        name = f"{stem}.{c.key}.png"
+        extra[name] = to_png(c.draw())
+        lines += [f"![{md(c.title)}]({name})", "", f"*{md(c.caption)}*", ""]
+    if not specs:
+        lines += ["*Charts are written as PNG files beside the report with `-o REPORT.md`.*", ""]
+    return Rendered("\n".join(lines).encode("utf-8"), extra=extra)

@@ -1,0 +1,141 @@
+"""``dpuprof project`` on the command line: bad input gives one line and exit 2, never a traceback;
+good input prints and stores the projection.
+
+The recordings here are small synthetic test inputs written with RecordingWriter into tmp_path
+(they are not fixtures; the fixture-based test is test_project_e2e.py).
+"""
+
+import hashlib
+import json
+import subprocess
+import sys
+
+import pytest
+
+from dpuprof.recording.writer import RecordingWriter
+from dpuprof.project.profiles import data_dir
+
+
+def run(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "dpuprof", "project", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd, timeout=60)
+
+
+def _write(path, mode="bpf", with_cpu=True):
+    meta = {"cpu_count": 2, "mode": mode, "category_split": mode == "bpf", "sample_freq_hz": 99,
+            "command": ["python3", "synthetic.py"], "dpuprof_version": "test"}
+    w = RecordingWriter(path, meta)
+    procs = [(100, 1, "python3", "python3 synthetic.py", 1, 0.0, 10.0),
+             (101, 100, "python3", "python3 synthetic.py", 1, 0.0, 10.0)]
+    cpu = []
+    if with_cpu:
+        cpu = [(100, "compute", "compute.torch", 300, 3.0303), (100, "network", "network.tcpip", 100, 1.0101),
+               (101, "network", "network.tcpip", 100, 1.0101), (100, "compression", "compression.user", 50, 0.50505),
+               (0, "idle", "idle", 1000, 10.101)]
+    tables = {
+        "cpu_category": cpu,
+        "sock_io": [(100, "tcp", "send", 5e8, 500), (101, "tcp", "send", 5e8, 500),
+                    (100, "tcp", "recv", 5e8, 500), (101, "tcp", "recv", 5e8, 500)],
+        "net_io": [("lo", "tx", 1e9, 30000), ("lo", "rx", 1e9, 30000)],
+        "proc_cpu": [(100, 3.0, 1.5), (101, 0.1, 1.0)],
+    }
+    w.write_interval(0, 1000.0, 1010.0, tables, processes=procs)
+    w.close(end_time=1010.0, exit_code=0)
+    return path
+
+
+@pytest.fixture(scope="module")
+def rec(tmp_path_factory):
+    return _write(tmp_path_factory.mktemp("cli") / "run.rec")
+
+
+def assert_one_line_error(res, *needles):
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr and "Traceback" not in res.stdout
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, res.stderr
+    assert lines[0].startswith("dpuprof: error: ")
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+def test_unknown_dpu_lists_known(rec):
+    assert_one_line_error(run(rec, "--dpu", "bluefield-9"), "unknown DPU 'bluefield-9'", "known:", "bluefield-3",
+                          "connectx-7", "ideal")
+
+
+def test_malformed_toml_names_problem(rec, tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("name = 'x'\n[capacity\n")
+    assert_one_line_error(run(rec, "--dpu", bad), "malformed TOML", "line")
+
+
+def test_unknown_key_and_out_of_range(rec, tmp_path):
+    text = (data_dir() / "connectx-7.toml").read_text()
+    typo = tmp_path / "typo.toml"
+    typo.write_text(text.replace("[capacity.crypto_gbps]", "[capacity.crypto_gbs]", 1))
+    assert_one_line_error(run(rec, "--dpu", typo), "capacity: unknown key 'crypto_gbs'")
+    rng = tmp_path / "range.toml"
+    rng.write_text(text.replace("[mechanism.alpha]\nvalue = 1.0", "[mechanism.alpha]\nvalue = 1.5", 1))
+    assert_one_line_error(run(rec, "--dpu", rng), "mechanism[0] (rdma).alpha.value: must be <= 1, got 1.5")
+    nosrc = tmp_path / "nosrc.toml"
+    nosrc.write_text(text.replace('[capacity.arm_cores]\nvalue = 0\nsource = "', '[capacity.arm_cores]\nvalue = 0\nnote = "', 1))
+    assert_one_line_error(run(rec, "--dpu", nosrc), "capacity.arm_cores: missing 'source'")
+
+
+def test_recording_without_category_data(tmp_path):
+    psutil_rec = _write(tmp_path / "light.rec", mode="psutil", with_cpu=False)
+    assert_one_line_error(run(psutil_rec), "no per-category CPU data", "re-record without --probes psutil")
+
+
+def test_missing_or_bad_recording(tmp_path):
+    assert_one_line_error(run(tmp_path / "absent.rec"), "no such recording")
+    assert_one_line_error(run(cwd=tmp_path), "no recording (*.rec)")
+    junk = tmp_path / "junk.rec"
+    junk.write_text("not sqlite")
+    assert_one_line_error(run(junk), "not a dpuprof recording")
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--nodes", "zero"], "--nodes 'zero': must be a whole number"),
+    (["--nodes", "0"], "--nodes 0: must be between 1"),
+    (["--gpus-per-node", "8"], "--gpus-per-node needs --nodes"),
+    (["--sweep", "beta=0:1"], "unknown parameter 'beta'"),
+    (["--sweep", "alpha=0:3"], "alpha must lie in [0, 1]"),
+    (["--mode", "eventually"], "--mode 'eventually'"),
+    (["--format", "xml"], "--format 'xml'"),
+])
+def test_bad_options(rec, args, needle):
+    assert_one_line_error(run(rec, *args), needle)
+
+
+def test_unwritable_output(rec, tmp_path):
+    assert_one_line_error(run(rec, "-o", tmp_path / "no" / "such" / "dir" / "p.json"), "cannot write")
+
+
+def test_json_output_is_stored_beside_the_recording(rec):
+    res = run(rec, "--dpu", "bluefield-2", "--format", "json")
+    assert res.returncode == 0, res.stderr
+    proj = json.loads(res.stdout)
+    for key in ("projection_version", "recording", "recording_sha256", "dpu", "host", "rows", "by_category",
+                "totals", "cores_for_ai", "speedup", "allreduce", "capacity", "assumptions", "warnings"):
+        assert key in proj
+    assert proj["dpu"]["name"] == "bluefield-2"
+    assert proj["recording_sha256"] == hashlib.sha256(rec.read_bytes()).hexdigest()
+    stored = rec.with_name("run.proj.json")
+    assert json.loads(stored.read_text()) == proj
+    # network: 2.02 s, all of it the workload's collective traffic -> RDMA frees almost all
+    assert proj["by_category"]["network"]["before_s"] == pytest.approx(2.0202, abs=1e-4)
+    assert proj["by_category"]["network"]["freed_s"] > 1.9
+    assert proj["cores_for_ai"]["after_pct"] > proj["cores_for_ai"]["before_pct"]
+
+
+def test_terminal_with_nodes_and_sweep(rec, tmp_path):
+    out = tmp_path / "x.proj.json"
+    res = run(rec, "--nodes", "32", "--gpus-per-node", "8", "--sweep", "A=0.5:2:4", "-o", out)
+    assert res.returncode == 0, res.stderr
+    for needle in ("Host cores available for AI", "Speedup of the recorded job", "All-reduce at 32 nodes x 8 GPUs",
+                   "Sweep of A", "rdma", f"Stored in {out}"):
+        assert needle in res.stdout
+    proj = json.loads(out.read_text())
+    assert proj["allreduce"]["ranks"] == 256 and len(proj["sweep"]["points"]) == 4
