@@ -82,11 +82,11 @@ FORMAT_OF = {
 # inflates at ~0.2 GB/s and O_DIRECT reads cost ~1 ns of CPU per byte here, so those read less.
 _MODEL = dict(crop=128, hidden=384, width=1536, layers=2, batch=16, shards=16, accum=1, workers=1)
 DEFAULTS = {
-    "plain": dict(_MODEL, image=1024),
-    "encrypted": dict(_MODEL, image=1024),
+    "plain": dict(_MODEL, image=1280),
+    "encrypted": dict(_MODEL, image=1280),
     "compressed": dict(_MODEL, image=256),
     "storage": dict(_MODEL, image=512),
-    "compute": dict(image=32, crop=32, hidden=1536, width=1536, layers=3, batch=256, shards=16, accum=4,
+    "compute": dict(image=32, crop=32, hidden=1536, width=1536, layers=3, batch=256, shards=16, accum=2,
                     workers=1),
 }
 
@@ -134,8 +134,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--layers", type=int, default=None, help="number of further hidden layers")
     p.add_argument("--shards", type=int, default=None, help="shard files in total")
     p.add_argument("--accum", type=int, default=None, help="micro-batches per optimizer step")
-    p.add_argument("--io-size", type=int, default=64 * 1024,
-                   help="storage: bytes per O_DIRECT read, a multiple of 4096 (default 65536)")
+    p.add_argument("--io-size", type=int, default=16 * 1024,
+                   help="storage: bytes per O_DIRECT read, a multiple of 4096 (default 16384)")
     p.add_argument("--zlib-level", type=int, default=1,
                    help="compressed: zlib level used when writing shards (default 1: fast to write, "
                         "and the costliest to inflate per output byte)")
@@ -205,7 +205,12 @@ def format_params(args) -> dict:
 
 
 def format_dir(data_dir: str, args) -> str:
-    return os.path.join(data_dir, FORMAT_OF[args.variant])
+    """One directory per format and size, so variants with different sizes can share a --data-dir."""
+    p = format_params(args)
+    name = f"{p['format']}-i{p['image']}-b{p['batch']}-n{p['shards']}-s{p['seed']}"
+    if "zlib_level" in p:
+        name += f"-z{p['zlib_level']}"
+    return os.path.join(data_dir, name)
 
 
 def read_manifest(path: str) -> dict | None:
@@ -683,21 +688,41 @@ def main(argv=None) -> int:
     under_torchrun = "RANK" in os.environ and "WORLD_SIZE" in os.environ and "LOCAL_RANK" in os.environ
 
     if under_torchrun:
+        local_rank = int(os.environ["LOCAL_RANK"])
+        temp_dir = None
         if args.data_dir is None:
             # Every local rank must agree on the directory: derive it from the rendezvous port.
-            args.data_dir = os.path.join(tempfile.gettempdir(),
-                                         f"dpuprof-train-{os.environ.get('MASTER_PORT', '0')}")
+            temp_dir = os.path.join(tempfile.gettempdir(),
+                                    f"dpuprof-train-{os.environ.get('MASTER_PORT', '0')}")
+            args.data_dir = temp_dir
         if args.generate_only:
-            if int(os.environ["LOCAL_RANK"]) == 0:
+            if local_rank == 0:
                 generate(args.data_dir, args)
             return 0
         rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-        result = train(rank, world, args, None, local_rank=int(os.environ["LOCAL_RANK"]))
+        try:
+            result = train(rank, world, args, None, local_rank=local_rank)
+        finally:
+            if temp_dir is not None and local_rank == 0:
+                shutil.rmtree(temp_dir, ignore_errors=True)
         if rank == 0:
             emit(result, args.json)
         return 0
 
     import torch.multiprocessing as mp
+
+    state = {"ctx": None, "signal": None}
+
+    def on_signal(signum, _frame):
+        state["signal"] = signum
+        if state["ctx"] is None:  # still generating: unwind, removing the temp dir
+            raise SystemExit(128 + signum)
+        for proc in state["ctx"].processes:  # forward to the ranks; join() then reports their exit
+            if proc.is_alive():
+                os.kill(proc.pid, signum)
+
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, on_signal)
 
     temp_dir = None
     if args.data_dir is None:
@@ -709,31 +734,18 @@ def main(argv=None) -> int:
             return 0
         os.environ["MASTER_ADDR"] = "127.0.0.1"
         os.environ["MASTER_PORT"] = str(args.master_port or free_port())
-        ctx = mp.start_processes(spawned_rank, args=(args.world_size, args, data_path),
-                                 nprocs=args.world_size, join=False, start_method="spawn")
-        stopped_by = []
-
-        def forward(signum, _frame):
-            stopped_by.append(signum)
-            for proc in ctx.processes:
-                if proc.is_alive():
-                    os.kill(proc.pid, signum)
-
-        old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+        state["ctx"] = mp.start_processes(spawned_rank, args=(args.world_size, args, data_path),
+                                          nprocs=args.world_size, join=False, start_method="spawn")
         try:
-            while not ctx.join(timeout=1.0):
+            while not state["ctx"].join(timeout=1.0):
                 pass
-        except mp.ProcessException as err:
-            if stopped_by:
-                log(f"stopped by signal {stopped_by[0]}")
-                return 128 + stopped_by[0]
-            log(f"training failed: {err}")
-            return 1
-        finally:
-            for s, h in old.items():
-                signal.signal(s, h)
-        if stopped_by:
-            return 128 + stopped_by[0]
+        except (mp.ProcessRaisedException, mp.ProcessExitedException) as err:
+            if state["signal"] is None:
+                log(f"training failed: {err}")
+                return 1
+        if state["signal"] is not None:
+            log(f"stopped by signal {state['signal']}")
+            return 128 + state["signal"]
         return 0
     finally:
         if temp_dir is not None:

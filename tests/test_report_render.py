@@ -168,16 +168,24 @@ def test_renderer_on_synthetic(synth, fmt, tmp_path):
 
 
 @pytest.mark.parametrize("fixture", FIXTURE_PARAMS)
-def test_cli_html_and_json_on_fixture(fixture, tmp_path):
-    out = tmp_path / "r.html"
-    res = cli(fixture, "-q", "-o", out)
-    assert res.returncode == 0, res.stderr
-    assert out.stat().st_size > 10_000
-    res = cli(fixture, "--format", "json")
-    assert res.returncode == 0, res.stderr
+def test_cli_json_is_the_summary_contract(fixture):
+    from click.testing import CliRunner
+
+    from dpuprof.cli import cli as dpuprof_cli
+
+    res = CliRunner().invoke(dpuprof_cli, ["report", str(fixture), "--format", "json"])
+    assert res.exit_code == 0, res.output
     got = json.loads(res.stdout)
     want = summarize(load(fixture))
     assert {k: v for k, v in got.items() if k != "projection"} == json.loads(json.dumps(want))
+
+
+def test_cli_writes_html(synth, tmp_path):
+    out = tmp_path / "r.html"
+    res = cli(synth, "-q", "-o", out)
+    assert res.returncode == 0 and res.stdout == "" and res.stderr == "", res.stderr
+    assert out.stat().st_size > 10_000 and not out.stat().st_mode & 0o002  # never world-writable
+    assert not list(tmp_path.glob(".r.html.*.tmp"))
 
 
 # ----------------------------------------------------------------------------- format details
@@ -487,3 +495,24 @@ def test_two_proportion_z_test_known_values():
     assert all(math.isnan(x) for x in two_proportion_z(0, 0, 1, 2))
     lo, hi = share_ci(50, 100)
     assert lo == pytest.approx(0.4038, abs=1e-3) and hi == pytest.approx(0.5962, abs=1e-3)
+
+
+def test_unbounded_speedup_and_missing_keys_are_shown_not_crashed(synth, tmp_path):
+    """The contract allows null speedup.expected/high (unbounded) and extra or missing keys."""
+    from dpuprof.render.tables import vendor_rows
+
+    rec = tmp_path / "u.rec"
+    rec.write_bytes(synth.read_bytes())
+    side = make_projection(rec)
+    proj = json.loads(side.read_text())
+    proj["speedup"].update(expected=None, high=None)
+    proj["allreduce"] = None
+    del proj["cores_for_ai"]
+    proj["future_key"] = {"anything": [1, 2]}
+    side.write_text(json.dumps(proj))
+    rep = build_report([rec])
+    rows = {r.metric: r for r in vendor_rows(rep.main)}
+    assert rows["Job speedup"].projected == "unbounded" and rows["Job speedup"].range == "1.00x–∞"
+    assert not any(m.startswith("All-reduce") for m in rows)
+    for fmt in ("html", "terminal", "json"):
+        assert render(rep, fmt).main

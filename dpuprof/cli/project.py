@@ -67,18 +67,9 @@ def project(recording, dpu, fmt, output, nodes, gpus_per_node, sweep_spec, mode)
     category, host cores available for AI before and after, and a speedup range for the job.
     Every number is traceable to the DPU profile's cited sources.
     """
-    import hashlib
-    import json
-    import os
-    import tempfile
-
-    from dpuprof.cli.common import echo_json, resolve_recording
     from dpuprof.errors import UserError
-    from dpuprof.project import from_recording, load_profile
-    from dpuprof.project import project as run_projection
-    from dpuprof.project import sweep as sweep_mod
-    from dpuprof.recording import load
 
+    # cheap checks first, before pandas is imported
     if fmt not in FORMATS:
         raise UserError(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")
     if mode is not None and mode not in MODES:
@@ -88,6 +79,18 @@ def project(recording, dpu, fmt, output, nodes, gpus_per_node, sweep_spec, mode)
     gpn = _int_option("--gpus-per-node", gpus_per_node, 1, 4096)
     if gpn is not None and n_nodes is None:
         raise UserError("--gpus-per-node needs --nodes")
+
+    import hashlib
+    import json
+    import os
+    import tempfile
+
+    from dpuprof.cli.common import echo_json, resolve_recording
+    from dpuprof.project import from_recording, load_profile
+    from dpuprof.project import project as run_projection
+    from dpuprof.project import sweep as sweep_mod
+    from dpuprof.recording import load
+
     sweep_args = sweep_mod.parse(sweep_spec) if sweep_spec else None
 
     profile = load_profile(dpu)

@@ -11,8 +11,13 @@ Layout, one concern per module:
 - ``tables``     the vendor-style Metric | Measured | Projected with DPU | Change table, as rows;
 - ``charts``     matplotlib (Agg) chart functions: DataFrames in, Figures out;
 - ``flame``      flame graph and differential flame graph as inline SVG;
+- ``build``      loads recordings into a Report: one run, a comparison, or a merged cluster;
+- ``figures``    which charts a report has; ``palette`` their colours; ``templates`` finds the
+                 HTML templates (``reports/templates``);
 - one module per output format (``terminal``, ``jsonfmt``, ``markdown``, ``html``, ``png``,
-  ``folded``, ``speedscope``, ``perfetto``), each with ``render(report, stem) -> Rendered``;
+  ``folded``, ``speedscope``, ``perfetto``), each with
+  ``render(report, *, stem=None, progress=None, color=False) -> Rendered`` (``stem``: the output
+  file's name without its suffix, None for standard output);
 - ``output``     writing files safely (no symlink following, atomic rename); ``progress`` the
                  stderr progress line.
 

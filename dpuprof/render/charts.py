@@ -20,11 +20,12 @@ from dpuprof.render.palette import color  # noqa: E402
 
 SIZE = (7.0, 3.6)
 DPI = 100
+LAYOUT = "constrained"
 VENDOR_CORES_FOR_AI = (70.0, 95.0)  # the solution brief's "~70 %" and ">95 %"
 
 
 def _figure(size=SIZE) -> Figure:
-    fig = Figure(figsize=size, dpi=DPI, layout="constrained")
+    fig = Figure(figsize=size, dpi=DPI, layout=LAYOUT)
     return fig
 
 
@@ -83,8 +84,10 @@ def category_bars(frame: pd.DataFrame, capacity: float | None = None,
     return fig
 
 
-def timeline(df: pd.DataFrame, title: str = "Host CPU by category over time", fig=None) -> Figure:
-    """Stacked areas over time: index t_s (seconds), one column per category, values in cores."""
+def timeline(df: pd.DataFrame, title: str = "Host CPU by category over time", fig=None,
+             ymax: float | None = None) -> Figure:
+    """Stacked areas over time: index t_s (seconds), one column per category, values in cores.
+    ``ymax``: a fixed y range, so that two runs side by side share a scale."""
     fig = fig if fig is not None else _figure()
     ax = fig.add_subplot()
     ax.set_title(title, loc="left")
@@ -99,6 +102,8 @@ def timeline(df: pd.DataFrame, title: str = "Host CPU by category over time", fi
                  labels=[str(c) for c in cols], colors=[color(str(c)) for c in cols], step="post", alpha=0.9)
     x = pd.Series(x)
     ax.set_xlim(x.min(), x.max() if x.max() > x.min() else x.min() + 1)
+    if ymax:
+        ax.set_ylim(0, ymax)
     ax.set_xlabel("time since start (s)")
     ax.set_ylabel("cores")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)

@@ -22,6 +22,7 @@ class Chart:
     title: str
     caption: str
     draw: Callable  # draw(fig=None) -> Figure
+    pair: str = ""  # charts with the same pair name are shown side by side (A and B)
 
 
 # ----------------------------------------------------------------------------- data for charts
@@ -68,10 +69,12 @@ def waterfall_steps(v: RunView) -> tuple[float, pd.DataFrame]:
         return start, pd.DataFrame(columns=["category", "freed"])
     df = pd.DataFrame(rows).groupby(["label", "category"], as_index=False)["freed"].sum()
     df = df.sort_values("freed", ascending=False).set_index("label")
-    if len(df) > 12:  # keep the chart readable: the rest in one bar
-        rest = df.iloc[11:]
-        df = pd.concat([df.iloc[:11], pd.DataFrame({"category": ["other"], "freed": [rest["freed"].sum()]},
-                                                   index=[f"{len(rest)} more"])])
+    # keep the chart readable: steps under 2 % of the start, and any past the 10th, share one bar
+    small = (df["freed"] < 0.02 * start) | (pd.Series(range(len(df)), index=df.index) >= 10)
+    if small.sum() > 1:
+        rest = df[small]
+        df = pd.concat([df[~small], pd.DataFrame({"category": ["other"], "freed": [rest["freed"].sum()]},
+                                                 index=[f"{len(rest)} smaller"])])
     return start, df
 
 
@@ -131,14 +134,20 @@ def charts_for(report: Report) -> list[Chart]:
             out.append(Chart("cores-for-ai", "CPU cores available for AI, A and B",
                              "Cores not spent on infrastructure, as a share of all cores.",
                              lambda fig=None: charts.cores_for_ai(cf, fig=fig)))
-        for tag, v in (("a", a), ("b", b)):
-            out.append(Chart(f"{tag}-categories-over-time", f"Categories over time — {tag.upper()}: {v.name}",
-                             "Cores used per category in each interval.",
-                             lambda fig=None, v=v: charts.timeline(v.timeline, fig=fig)))
-        for tag, v in (("a", a), ("b", b)):
-            out.append(Chart(f"{tag}-throughput", f"Throughput — {tag.upper()}: {v.name}",
+        top = max(float(v.timeline.sum(axis=1).max()) if len(v.timeline) else 0.0 for v in (a, b)) * 1.05
+        for tag, v in (("A", a), ("B", b)):
+            title = f"{tag}: {v.name} — categories over time"
+            out.append(Chart(f"{tag.lower()}-categories-over-time", title,
+                             "Cores used per category in each interval (same scale for A and B).",
+                             lambda fig=None, v=v, title=title: charts.timeline(v.timeline, title, fig=fig,
+                                                                                ymax=top or None),
+                             pair="timeline"))
+        for tag, v in (("A", a), ("B", b)):
+            title = f"{tag}: {v.name} — network and storage throughput"
+            out.append(Chart(f"{tag.lower()}-throughput", title,
                              "Bytes per second per interval; IOPS on the right axis.",
-                             lambda fig=None, v=v: charts.throughput(v.io, fig=fig)))
+                             lambda fig=None, v=v, title=title: charts.throughput(v.io, title, fig=fig),
+                             pair="throughput"))
         return out
     # merge: per node and total
     total = report.total

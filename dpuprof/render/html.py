@@ -134,11 +134,10 @@ def kpis(v: RunView) -> str:
         items.append((f"{before:.1f} %" + (f" → {after:.1f} %" if after is not None else ""),
                       "CPU cores available for AI" + (" (with DPU)" if after is not None else "")))
     sp = (v.projection or {}).get("speedup") or {}
-    if num(sp.get("expected")) is not None:
-        rng = ""
-        if num(sp.get("low")) is not None and num(sp.get("high")) is not None:
-            rng = f" ({num(sp['low']):.2f}–{num(sp['high']):.2f})"
-        items.append((f"{num(sp['expected']):.2f}x", f"expected job speedup{rng}"))
+    if sp:  # expected/high null = unbounded
+        low, exp, high = num(sp.get("low")), num(sp.get("expected")), num(sp.get("high"))
+        rng = f" ({low:.2f}–{'∞' if high is None else f'{high:.2f}'})" if low is not None else ""
+        items.append(("unbounded" if exp is None else f"{exp:.2f}x", f"expected job speedup{rng}"))
     net = v.summary.get("net") or {}
     items.append((T.fmt_bytes(float(net.get("tx_bytes") or 0) + float(net.get("rx_bytes") or 0)), "network bytes"))
     io = v.summary.get("io") or {}
@@ -179,13 +178,14 @@ def _charts(report: Report, progress) -> str:
     from dpuprof.render.charts import to_png
     from dpuprof.render.figures import charts_for
 
-    out = []
     specs = charts_for(report)
+    grids: dict[str, list[str]] = {"": []}  # unpaired charts in one grid, then each A/B pair in a row
     for i, c in enumerate(specs):
         if progress:
             progress.step(f"chart {i + 1}/{len(specs)}: {c.title}")
-        out.append(figure(c.title, c.caption, to_png(c.draw()), c.key))
-    return '<h2>Charts</h2><div class="grid">' + "".join(out) + "</div>"
+        grids.setdefault(c.pair, []).append(figure(c.title, c.caption, to_png(c.draw()), c.key))
+    return "<h2>Charts</h2>" + "".join(f'<div class="grid{" pair" if pair else ""}">{"".join(figs)}</div>'
+                                       for pair, figs in grids.items() if figs)
 
 
 def _flame(v: RunView, title: str, svg_id: str) -> str:

@@ -64,6 +64,8 @@ def merge_summaries(views: list[RunView]) -> dict:
     total["processes"].sort(key=lambda p: -(p.get("cpu_s") or 0))
     total["nodes"] = [v.name for v in views]
     total["complete"] = all(v.summary.get("complete") for v in views)
+    codes = [v.summary.get("exit_code") for v in views]
+    total["exit_code"] = next((c for c in codes if c), codes[0])  # the first failure, else 0
     total["category_split"] = all(v.category_split for v in views)
     return total
 
@@ -86,9 +88,9 @@ def merge_projections(views: list[RunView]) -> tuple[dict | None, list[str]]:
         return sum(x * c for x, c in zip(vals, caps)) / cap
 
     speed = {}
-    for key in ("low", "expected", "high"):
-        vals = [num((p.get("speedup") or {}).get(key)) for p in projs]
-        speed[key] = min(vals) if all(x is not None for x in vals) else None
+    for key in ("low", "expected", "high"):  # null = unbounded, so it never sets the minimum
+        vals = [x for x in (num((p.get("speedup") or {}).get(key)) for p in projs) if x is not None]
+        speed[key] = min(vals) if vals else None
     speed["pays"] = all(bool((p.get("speedup") or {}).get("pays")) for p in projs)
     speed["assumptions"] = ["synchronous data-parallel job: the slowest node sets the pace, so the "
                             "cluster speedup is the smallest node speedup"] + \

@@ -50,6 +50,10 @@ class RunView:
     # Derived figures, all from ``cats`` (host-wide) so merged views stay consistent.
     @property
     def capacity_s(self) -> float:
+        """CPU seconds available: all cores for the whole recording (summed over a cluster's nodes,
+        which need not have run equally long)."""
+        if self.nodes:
+            return sum(n.capacity_s for n in self.nodes)
         return self.cpu_count * self.duration_s
 
     @property

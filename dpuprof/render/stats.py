@@ -24,6 +24,16 @@ def share_ci(k: float, n: float, z: float = Z95) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+def scaled_share_ci(point: float, k: float, n: float, z: float = Z95) -> tuple[float, float]:
+    """The Wilson interval of k/n, moved onto ``point``: the relative error comes from the sample
+    counts, the estimate may come from elsewhere (CPU time scaled to exact on-CPU time)."""
+    lo, hi = share_ci(k, n, z)
+    if k <= 0 or n <= 0:
+        return 0.0, hi
+    p = k / n
+    return max(0.0, point * lo / p), min(1.0, point * hi / p)
+
+
 def count_ci(k: float, z: float = Z95) -> tuple[float, float]:
     """Approximate 95 % interval for a Poisson count k: normal approximation, floored at 0, and
     the rule of three (0..3) when nothing was counted."""

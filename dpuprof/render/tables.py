@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from dpuprof.categories import CATEGORIES, INFRASTRUCTURE
 from dpuprof.render.model import RunView
 from dpuprof.render.projection import num, text_list
-from dpuprof.render.stats import count_ci, share_ci
+from dpuprof.render.stats import count_ci, scaled_share_ci
 
 VENDOR = {"cores_for_ai": "vendor brief: ~70 % without a DPU, >95 % with one",
           "infra_share": "vendor brief: infrastructure can take >30 % of a server's CPU cycles",
@@ -109,19 +109,20 @@ def vendor_rows(v: RunView) -> list[Row]:
     rng = DASH
     hz = _hz(v)
     if split and hz and v.capacity_s:
-        lo, hi = share_ci(v.infra_samples, v.capacity_s * hz)
+        lo, hi = scaled_share_ci(v.infra_s / v.capacity_s, v.infra_samples, v.capacity_s * hz)
         rng = f"{100 * (1 - hi):.1f}–{100 * (1 - lo):.1f} % (sampling)"
     measured = DASH if before is None else f"{before:.1f} % ({v.cpu_count * before / 100:.2f} of {v.cpu_count:g})"
     projected = DASH if after is None else f"{after:.1f} % ({v.cpu_count * after / 100:.2f} of {v.cpu_count:g})"
     rows.append(Row("CPU cores available for AI", measured, projected,
                     fmt_pp(after - before) if after is not None and before is not None else DASH, rng,
-                    ["100 % minus network, storage, crypto and compression CPU, of all cores x duration",
-                     VENDOR["cores_for_ai"]] + text_list(cfa.get("assumptions"))))
+                    (text_list(cfa.get("assumptions")) or
+                     ["100 % minus network, storage, crypto and compression CPU, of all cores x duration"])
+                    + [VENDOR["cores_for_ai"]]))
 
     # 2. infrastructure share of busy CPU
     if split and v.busy_s:
         share = 100 * v.infra_s / v.busy_s
-        lo, hi = share_ci(v.infra_samples, v.busy_samples)
+        lo, hi = scaled_share_ci(v.infra_s / v.busy_s, v.infra_samples, v.busy_samples)
         proj_share = None
         if proj:
             after_all = sum(v.projected_s(c) for c in CATEGORIES)
@@ -186,11 +187,12 @@ def vendor_rows(v: RunView) -> list[Row]:
     # 11. speedup
     sp = (proj or {}).get("speedup") or {}
     low, exp, high = num(sp.get("low")), num(sp.get("expected")), num(sp.get("high"))
-    if proj and exp is not None:
+    if proj and sp:  # expected and high may be null: unbounded (the job's CPU time would vanish)
         pays = sp.get("pays")
-        rows.append(Row("Job speedup", "1.00x (baseline)", f"{exp:.2f}x expected",
-                        f"{100 * (exp - 1):+.0f} %",
-                        f"{low:.2f}x–{high:.2f}x" if low is not None and high is not None else DASH,
+        rows.append(Row("Job speedup", "1.00x (baseline)",
+                        f"{exp:.2f}x expected" if exp is not None else "unbounded",
+                        f"{100 * (exp - 1):+.0f} %" if exp is not None else DASH,
+                        f"{low:.2f}x–{'∞' if high is None else f'{high:.2f}x'}" if low is not None else DASH,
                         ([] if pays is None else [f"pays: {'yes' if pays else 'no'}"]) + text_list(sp.get("assumptions"))))
     else:
         rows.append(Row("Job speedup", "1.00x (baseline)", DASH, DASH, DASH,
@@ -289,4 +291,12 @@ def assumptions(v: RunView) -> list[str]:
     for c in proj.get("capacity") or []:
         if isinstance(c, dict) and c.get("bottleneck"):
             out.append(f"capacity: {c.get('resource')} demand {c.get('demand')} exceeds limit {c.get('limit')}")
+    for key, what in (("rejected", "not offloaded (costs more than it frees)"), ("left_on_host", "left on the host")):
+        for r in proj.get(key) or []:
+            before = num(r.get("before_s")) if isinstance(r, dict) else None
+            if before is None or before < 0.005:
+                continue
+            why = r.get("label") or r.get("notes") or ""
+            mech = f" / {r['mechanism']}" if isinstance(r.get("mechanism"), str) else ""
+            out.append(f"{what}: {r.get('subcategory')}{mech}, {before:.2f} CPU s" + (f" — {why}" if why else ""))
     return out
