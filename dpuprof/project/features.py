@@ -60,6 +60,10 @@ _CODEC_SYMBOLS = (
     ("zstd", re.compile(r"^(ZSTD_|HUF_|FSE_|zstd)")),
     ("snappy", re.compile(r"snappy", re.I)),
 )
+# File-system implementation below the page cache: the work a DPU-side file system (virtio-fs)
+# would take over. Page-cache hits (filemap_read copying to the user) stay on the host.
+_FS_IMPL = re.compile(r"^(__)?(ext4|ext4fs|jbd2|xfs|btrfs|f2fs|iomap|mpage|do_mpage|nfs|squashfs|erofs|"
+                      r"writeback|do_writepages|block_write|__block_write|mark_buffer_dirty)")
 _DECOMPRESS = re.compile(r"decompress|inflate|uncompress|decode", re.I)
 _COMPRESS = re.compile(r"compress|deflate|encode", re.I)
 
@@ -87,6 +91,11 @@ def crypto_kind(folded: str) -> str:
             if _STORAGE_CRYPTO.match(sym):
                 return "storage"
     return "unknown"
+
+
+def below_page_cache(folded: str) -> bool:
+    """True when a storage.fs stack runs file-system code (ext4, xfs, iomap, ...), not just the page cache."""
+    return any(mod is None and _FS_IMPL.match(sym) for sym, mod in _frames(folded))
 
 
 def codec(folded: str) -> tuple[str, str]:
@@ -209,7 +218,7 @@ class Features:
         """Samples per (pid, subcategory, stack) with crypto kind, codec and direction."""
         stacks = self.inp.table("stacks")
         samples = self.inp.table("stack_samples")
-        cols = ["pid", "subcategory", "samples", "crypto", "codec", "direction"]
+        cols = ["pid", "subcategory", "samples", "crypto", "codec", "direction", "fs_impl"]
         if stacks.empty or samples.empty:
             return pd.DataFrame(columns=cols)
         per = samples.groupby(["pid", "stack_id"], as_index=False)["samples"].sum()
@@ -221,6 +230,8 @@ class Features:
         per["crypto"] = per["folded"].map(kinds)
         per["codec"] = per["folded"].map(lambda f: codecs[f][0])
         per["direction"] = per["folded"].map(lambda f: codecs[f][1])
+        fs_impl = {f: below_page_cache(f) for f in per["folded"].unique()}
+        per["fs_impl"] = per["folded"].map(fs_impl)
         return per[cols]
 
     def _stack_share(self, subcategory: str, workload: bool, pred, what: str) -> float:
@@ -230,8 +241,9 @@ class Features:
             ev = ev[ev["pid"].isin(self.inp.workload_pids)]
         total = float(ev["samples"].sum()) if not ev.empty else 0.0
         if total <= 0:
-            self._warn(f"no stacks recorded for {subcategory}: cannot tell {what}, so none of it is "
-                       "counted as offloadable")
+            who = "the workload's processes" if workload else "any process"
+            self._warn(f"no stacks recorded for {subcategory} in {who}: cannot tell {what}, so none of "
+                       "that CPU is counted as offloadable")
             return 0.0
         return float(ev.loc[pred(ev), "samples"].sum()) / total
 
@@ -260,4 +272,9 @@ class Features:
             return self._stack_share(subcategory, workload,
                                      lambda e: e["codec"].isin(["deflate", "lz4"]) & (e["direction"] == "decompress"),
                                      "codec and direction (compress vs decompress)")
+        if kind == "below_page_cache":
+            if subcategory != "storage.fs":
+                return 1.0  # block layer and driver work sits wholly below the page cache
+            return self._stack_share(subcategory, workload, lambda e: e["fs_impl"].astype(bool),
+                                     "file-system code from page-cache hits")
         raise ValueError(f"unknown share {kind!r}")
