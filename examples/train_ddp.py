@@ -6,14 +6,19 @@ gradients over loopback TCP, so the traffic goes through the kernel network stac
 ``torch.utils.data.DataLoader`` whose worker processes read the training shards from files on disk.
 ``--variant`` chooses how the shards are stored and read:
 
-    plain       raw float32 shards, read through the page cache
-    encrypted   AES-256-GCM encrypted shards, decrypted in the loader (``cryptography``)
-    compressed  zlib-compressed shards, decompressed in the loader
-    storage     raw shards read with O_DIRECT, in small aligned random-order reads, so every read
-                reaches the block device (falls back to posix_fadvise(DONTNEED) plus buffered reads
-                where O_DIRECT is refused, e.g. on tmpfs)
-    compute     a compute-bound baseline: a deeper, narrower model, a tiny dataset kept in memory, and
-                gradient accumulation, so there are few all-reduces per unit of compute
+    plain       raw float32 shards, memory-mapped from the page cache (as Arrow/HF datasets do)
+    encrypted   the same volume as plain, stored as AES-256-GCM records (1 MiB each), decrypted in
+                the loader with the ``cryptography`` package
+    compressed  zlib-compressed shards, inflated in the loader
+    storage     raw shards read with O_DIRECT in small (16 KiB), aligned, random-order reads, so every
+                read reaches the block device (falls back to posix_fadvise(DONTNEED) plus buffered
+                reads where O_DIRECT is refused, e.g. on tmpfs)
+    compute     a compute-bound baseline: a wider, deeper model, a small dataset kept in memory, and
+                gradient accumulation, so there is little IO and one all-reduce per two micro-batches
+
+Stored samples are larger than what the model sees (``--image-size`` against ``--crop``), like
+full-resolution images cropped for training: the loader reads, decrypts or inflates every stored
+byte, and the model gets a random crop.
 
 The shards are written to ``--data-dir`` (default: a temporary directory, removed at the end) before
 training starts. Generation is not timed, and a data directory whose manifest matches the requested
@@ -78,8 +83,9 @@ FORMAT_OF = {
 #   shards   shard files in total (split across ranks); compute: batches of samples kept in memory
 #   accum    micro-batches per optimizer step (DDP all-reduces once per step)
 # plain and encrypted read the same bytes, so their difference in steps/s is the cost of decryption.
-# AES-GCM with VAES runs at ~10 GB/s per core, so only a large volume makes its share visible; zlib
-# inflates at ~0.2 GB/s and O_DIRECT reads cost ~1 ns of CPU per byte here, so those read less.
+# AES-GCM with VAES runs at ~10-14 GB/s per core, so only a large volume (~100 MB per step per rank)
+# makes its share visible; zlib inflates at ~0.2 GB/s and 16 KiB O_DIRECT reads cost several us of CPU
+# each, so those variants read far less.
 _MODEL = dict(crop=128, hidden=384, width=1536, layers=2, batch=16, shards=16, accum=1, workers=1)
 DEFAULTS = {
     "plain": dict(_MODEL, image=1280),
@@ -419,8 +425,8 @@ class ShardDataset:
         with open(self._path(i), "rb") as f:
             if os.fstat(f.fileno()).st_size != size:
                 raise OSError(f"{self._path(i)}: size changed since generation")
-            self._map = mmap.mmap(f.fileno(), size, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
-                                  prot=mmap.PROT_READ)
+            flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)  # map every page up front
+            self._map = mmap.mmap(f.fileno(), size, flags=flags, prot=mmap.PROT_READ)
         return memoryview(self._map)
 
     def _decrypt(self, i, blob: memoryview) -> memoryview:
@@ -532,9 +538,10 @@ class RankSampler:
 
 
 def build_model(args):
-    """crop*crop inputs -> hidden (a bottleneck) -> `layers` x width -> classes, with ReLUs. Every weight stays
-    under 32 MB: glibc serves allocations below that from its heap, so per-step gradient buffers do not
-    come back as fresh zeroed pages (page faults) every step."""
+    """crop*crop inputs -> hidden (a bottleneck) -> `layers` x width -> classes, with ReLUs.
+
+    Every weight stays under 32 MB: glibc serves allocations below that from its heap, so the gradient
+    buffers of each step mostly do not come back as fresh zeroed pages (page faults)."""
     import torch.nn as nn
 
     layers = [nn.Linear(args.crop * args.crop, args.hidden), nn.ReLU()]
@@ -592,7 +599,8 @@ def train(rank: int, world: int, args, data_path: str, local_rank: int = 0) -> d
         if rank == 0:
             log(f"variant={args.variant} world={world} params={n_params / 1e6:.1f}M "
                 f"grad_MB/step={n_params * 4 / 1e6:.0f} batch={args.batch_size}x{args.accum} "
-                f"image={args.image_size} crop={args.crop} data_MB/step/rank={file_bytes_per_batch * args.accum / 1e6:.1f} "
+                f"image={args.image_size} crop={args.crop} "
+                f"data_MB/step/rank={file_bytes_per_batch * args.accum / 1e6:.1f} "
                 f"workers/rank={args.workers} io_mode={dataset.io_mode}")
 
         it = iter(loader)

@@ -15,7 +15,7 @@ from dpuprof.categories import CATEGORIES, INFRASTRUCTURE
 from dpuprof.errors import UserError
 from dpuprof.project import ProjectionInput, load_profile, project
 from dpuprof.project.allreduce import ring_time_s
-from dpuprof.project.features import Features, codec, crypto_kind
+from dpuprof.project.features import Features, below_page_cache, codec, crypto_kind
 from dpuprof.project.profiles import validate
 from dpuprof.project.projection import evaluate_rows
 from dpuprof.project.sweep import parse, sweep
@@ -183,6 +183,8 @@ def test_stack_parsing():
     assert codec("f (x);LZ4_decompress_safe (liblz4.so.1)") == ("lz4", "decompress")
     assert codec("[unknown] (libz.so.1.2.13)") == ("deflate", "unknown")
     assert codec("[unknown] (libfoo.so)") == ("unknown", "unknown")
+    assert below_page_cache("ksys_read_[k];ext4_file_read_iter_[k];iomap_dio_rw_[k];blk_finish_plug_[k]")
+    assert not below_page_cache("ksys_read_[k];filemap_read_[k];copy_page_to_iter_[k]")
 
 
 def test_bf3_decompress_engine_takes_decompression_only():
@@ -198,13 +200,18 @@ def test_bf3_decompress_engine_takes_decompression_only():
 
 
 def test_storage_snap_frees_nothing_virtio_fs_does():
-    inp = make_input({"storage.fs": 1.0, "storage.block": 0.5, "compute.torch": 1.0}, ios=1000)
+    stacks = [(WL, "storage.fs", "vfs_read_[k];ext4_file_read_iter_[k];iomap_dio_rw_[k]", 30),
+              (WL, "storage.fs", "vfs_read_[k];filemap_read_[k];_copy_to_iter_[k]", 10)]
+    inp = make_input({"storage.fs": 1.0, "storage.block": 0.5, "compute.torch": 1.0}, ios=1000, stacks=stacks)
     bf2 = project(inp, PROFILES["bluefield-2"])
     bf3 = project(inp, PROFILES["bluefield-3"])
     assert bf2["by_category"]["storage"]["freed_s"] == 0
     assert {r["mechanism"] for r in bf2["rejected"]} == {"snap"}
-    # virtio-fs (Sync-OS): after = n (o0 + L + Q + o1) = 1000 x 4 us = 4 ms, split by CPU share
-    assert bf3["by_category"]["storage"]["freed_s"] == pytest.approx(1.5 - 1000 * 4000e-9)
+    # virtio-fs takes the file-system code (3/4 of storage.fs: ext4/iomap stacks) and all of the block
+    # layer; page-cache hits stay. Sync-OS: after = n (o0 + L + Q + o1) = 1000 x 4 us, split by CPU share
+    assert bf3["by_category"]["storage"]["freed_s"] == pytest.approx(0.75 + 0.5 - 1000 * 4000e-9)
+    (left,) = [r for r in bf3["left_on_host"] if r["subcategory"] == "storage.fs"]
+    assert left["before_s"] == pytest.approx(0.25)
 
 
 def test_allreduce_alpha_beta_hand_computed():
@@ -253,6 +260,8 @@ STACK_CHOICES = [
     ("compression.user", "m (p);ZSTD_compressStream2 (libzstd.so.1)"),
     ("crypto.kernel", "tls_sw_sendmsg_[k];aesni_gcm_enc_[k]"),
     ("crypto.kernel", "kcryptd_crypt_[k];aesni_xts_enc_[k]"),
+    ("storage.fs", "vfs_read_[k];ext4_file_read_iter_[k];iomap_dio_rw_[k]"),
+    ("storage.fs", "vfs_read_[k];filemap_read_[k];_copy_to_iter_[k]"),
 ]
 
 

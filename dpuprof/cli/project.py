@@ -33,8 +33,8 @@ def _int_option(name: str, value: str | None, lo: int, hi: int) -> int | None:
     return n
 
 
-def projection_path(recording) -> "Path":  # noqa: F821
-    """``dir/RUN.rec`` -> ``dir/RUN.proj.json`` (the rule ``dpuprof report`` uses)."""
+def projection_path(recording):
+    """``dir/RUN.rec`` -> ``dir/RUN.proj.json`` (the rule ``dpuprof report`` uses), as a Path."""
     from pathlib import Path
 
     recording = Path(recording)
@@ -84,6 +84,7 @@ def project(recording, dpu, fmt, output, nodes, gpus_per_node, sweep_spec, mode)
     import json
     import os
     import tempfile
+    from pathlib import Path
 
     from dpuprof.cli.common import echo_json, resolve_recording
     from dpuprof.project import from_recording, load_profile
@@ -108,7 +109,7 @@ def project(recording, dpu, fmt, output, nodes, gpus_per_node, sweep_spec, mode)
     proj["recording"] = str(recording) if recording else str(path)
     proj["recording_sha256"] = digest.hexdigest()
 
-    target = projection_path(path) if output is None else __import__("pathlib").Path(output)
+    target = projection_path(path) if output is None else Path(output)
     text = json.dumps(proj, indent=2, allow_nan=False) + "\n"
     stored = None
     try:
@@ -131,8 +132,10 @@ def project(recording, dpu, fmt, output, nodes, gpus_per_node, sweep_spec, mode)
             click.echo(f"dpuprof: projection stored in {stored}", err=True)
     else:
         click.echo(render_terminal(proj))
-        if stored:
+        if stored and output is None:
             click.echo(f"\nStored in {stored} (dpuprof report {path} draws it).")
+        elif stored:
+            click.echo(f"\nStored in {stored} (draw it with: dpuprof report {path} --projection {stored}).")
 
 
 # ------------------------------------------------------------------------------ terminal table
@@ -166,7 +169,8 @@ def render_terminal(proj: dict) -> str:
                f"{t.get('freed_s', 0):>11.2f}{(t.get('freed_s', 0) / dur if dur else 0):>13.3f}")
     out.append("")
 
-    rows = proj.get("rows") or []
+    rows = [r for r in proj.get("rows") or [] if (r.get("before_s") or 0) >= 0.0005]
+    tiny = len(proj.get("rows") or []) - len(rows)
     if rows:
         out.append("Offloads that pay (slice of the subcategory each mechanism covers):")
         out.append(f"  {'subcategory':<20}{'mechanism':<22}{'mode':<8}{'alpha':>6}{'n':>11}"
@@ -176,13 +180,15 @@ def render_terminal(proj: dict) -> str:
             out.append(f"  {_short(r['subcategory'], 19):<20}{_short(r['mechanism'], 21):<22}{r['mode']:<8}"
                        f"{_f(r['alpha']):>6}{_f(r['n'], '.0f'):>11}{_f(r['before_s']):>10}{_f(r['after_s']):>9}"
                        f"{_f(r['speedup'], '.2f', 'inf'):>8}{flag}")
+        if tiny:
+            out.append(f"  ({tiny} slice{'s' if tiny > 1 else ''} under 0.5 ms of CPU not shown; see --format json)")
         out.append("  Needs:")
         for mech, req in dict.fromkeys((r["mechanism"], r["requires"]) for r in rows):
             out.append(f"    {mech}: {req}")
         out.append("")
     rejected = [r for r in proj.get("rejected") or [] if (r.get("before_s") or 0) > 0]
     if rejected:
-        out.append("Offloads that do not pay (left on the host):")
+        out.append("Offloads that do not pay or free nothing here (left on the host):")
         for r in rejected:
             out.append(f"  {r['subcategory']:<20}{r['mechanism']:<22}S = {_f(r['speedup'], '.3f', 'inf')}  "
                        f"({_f(r['before_s'])} s; alpha {_f(r['alpha_profile'])})")

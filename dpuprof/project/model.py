@@ -112,10 +112,11 @@ def _attach_counts(df: pd.DataFrame, feats: Features) -> None:
         total = feats.count(n_from)
         host = grp["before_s"].sum()
         if host > 0:
-            df.loc[grp.index, "n"] = total * grp["before_s"] / host
+            n = total * grp["before_s"] / host
+            df.loc[grp.index, "n"] = n
             # the workload's offloads in proportion to its share of each row's CPU
-            ratio = np.where(grp["before_s"] > 0, grp["workload_before_s"] / grp["before_s"].where(grp["before_s"] > 0, 1), 0)
-            df.loc[grp.index, "workload_n"] = df.loc[grp.index, "n"] * ratio
+            safe = grp["before_s"].where(grp["before_s"] > 0, 1.0)
+            df.loc[grp.index, "workload_n"] = np.where(grp["before_s"] > 0, n * grp["workload_before_s"] / safe, 0.0)
 
 
 def evaluate(rows: pd.DataFrame) -> pd.DataFrame:

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Set up a fresh machine to develop and test dpuprof (run as root; idempotent):
+#   bcc + kernel headers, the test tools (Chromium for the HTML report test, sqlite3), and the
+#   Python packages: dpuprof itself with its test and example extras (PyTorch CPU for examples/).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup-dev: run as root (the eBPF tests need it): sudo $0" >&2
+  exit 2
+fi
+export DEBIAN_FRONTEND=noninteractive
+scripts/install-bcc.sh
+need=()
+for pkg in chromium sqlite3; do dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg"); done
+if [ "${#need[@]}" -gt 0 ]; then
+  apt-get update -qq
+  apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+python3 -m pip install -q --disable-pip-version-check -e '.[test,examples]'
+echo "setup-dev: ready (python3 -m pytest)"
