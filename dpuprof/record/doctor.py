@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 from pathlib import Path
@@ -16,6 +17,19 @@ int on_sample(struct bpf_perf_event_data *ctx) { int z = 0; u64 *v = hits.lookup
 """
 _KPROBE_TEST = "int probe(void *ctx) { return 0; }"
 _FENTRY_TEST = "KFUNC_PROBE(vfs_read) { return 0; }"
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """libbcc prints its own diagnostics to fd 2 on a failed attach; the check reports them instead."""
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _check(name, ok, detail, fix="", required=True) -> dict:
@@ -79,16 +93,18 @@ def _optional_timing_checks(can_compile: bool) -> list[dict]:
     bcc = import_bcc()
     out = []
     try:
-        b = bcc.BPF(text=_KPROBE_TEST, cflags=probemod.CFLAGS)
-        b.attach_kprobe(event="vfs_read", fn_name="probe")
-        b.cleanup()
+        with _quiet_stderr():
+            b = bcc.BPF(text=_KPROBE_TEST, cflags=probemod.CFLAGS)
+            b.attach_kprobe(event="vfs_read", fn_name="probe")
+            b.cleanup()
         out.append(_check("kprobe", True, "kprobes attach", required=False))
     except Exception as err:
         out.append(_check("kprobe", False, str(err).splitlines()[0][:160] or "attach failed",
                           "optional; a kernel with CONFIG_KPROBES=y", required=False))
     try:
-        b = bcc.BPF(text=_FENTRY_TEST, cflags=probemod.CFLAGS)
-        b.cleanup()
+        with _quiet_stderr():
+            b = bcc.BPF(text=_FENTRY_TEST, cflags=probemod.CFLAGS)
+            b.cleanup()
         out.append(_check("fentry/fexit", True, "fentry programs load", required=False))
     except Exception as err:
         out.append(_check("fentry/fexit", False, str(err).splitlines()[0][:160] or "load failed",

@@ -1,0 +1,63 @@
+"""The record and doctor commands' behaviour that needs no root."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from conftest import PYTHON, dpuprof, summary_of
+
+NO_ROOT = ("import os, sys; os.geteuid = lambda: 1000; sys.argv[0] = 'dpuprof'; "
+           "from dpuprof.cli import main; main(sys.argv[1:])")
+
+
+def test_without_root_one_line_and_exit_2(tmp_path):
+    proc = subprocess.run([PYTHON, "-c", NO_ROOT, "record", "-o", str(tmp_path / "x.rec"), "--", "true"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "root" in lines[0] and "sudo" in lines[0] and "--probes psutil" in lines[0]
+    assert not (tmp_path / "x.rec").exists()
+
+
+def test_psutil_mode_records_without_category_split(tmp_path):
+    out = tmp_path / "p.rec"
+    code = "import time; t = time.time()\nwhile time.time() - t < 2.5: pass"
+    proc = subprocess.run([PYTHON, "-c", NO_ROOT, "record", "-q", "--probes", "psutil", "-o", str(out), "--",
+                           PYTHON, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    s = summary_of(out)
+    assert s["mode"] == "psutil" and s["category_split"] is False
+    assert s["workload_cpu"]["by_category"] is None
+    assert 1.5 < s["workload_cpu"]["total_s"] < 3.5
+    assert s["host_cpu"]["cpu_times"]["user"] > 1.0
+    assert "cpu_sample" in s["probes_unavailable"]
+
+
+def test_record_needs_a_command():
+    proc = dpuprof("record")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+def test_bad_probe_name(tmp_path):
+    proc = dpuprof("record", "--probes", "psutil,cpu_sample", "--", "true")
+    assert proc.returncode == 2 and "psutil" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_help_ends_with_examples():
+    for cmd in ([], ["record"], ["doctor"], ["project"], ["report"]):
+        out = dpuprof(*cmd, "--help").stdout
+        tail = out[out.rindex("Examples:"):]
+        assert "dpuprof" in tail, cmd
+
+
+def test_doctor_json():
+    proc = dpuprof("doctor", "--format", "json")
+    data = json.loads(proc.stdout)
+    names = {c["name"] for c in data["checks"]}
+    assert {"root", "bcc", "kernel headers", "tracefs", "BTF", "perf_event cpu-clock sampling",
+            "kprobe", "fentry/fexit"} <= names
+    assert any(n.startswith("tracepoint ") for n in names)
+    for c in data["checks"]:
+        assert c["ok"] or c["fix"] or not c["required"], c
+    assert proc.returncode == (0 if data["ok"] else 1)
