@@ -717,8 +717,6 @@ def main(argv=None) -> int:
             emit(result, args.json)
         return 0
 
-    import torch.multiprocessing as mp
-
     state = {"ctx": None, "signal": None}
 
     def on_signal(signum, _frame):
@@ -740,6 +738,8 @@ def main(argv=None) -> int:
         data_path = generate(args.data_dir, args)
         if args.generate_only:
             return 0
+        import torch.multiprocessing as mp
+
         os.environ["MASTER_ADDR"] = "127.0.0.1"
         os.environ["MASTER_PORT"] = str(args.master_port or free_port())
         state["ctx"] = mp.start_processes(spawned_rank, args=(args.world_size, args, data_path),

@@ -167,11 +167,21 @@ def test_sigterm_stops_every_rank(tmp_path, data_dir):
 
 
 def _children(pid: int) -> list[int]:
+    """The launcher's rank processes (not multiprocessing's resource tracker)."""
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(x) for x in f.read().split()]
+            pids = [int(x) for x in f.read().split()]
     except OSError:
         return []
+    ranks = []
+    for child in pids:
+        try:
+            with open(f"/proc/{child}/cmdline", "rb") as f:
+                if b"resource_tracker" not in f.read():
+                    ranks.append(child)
+        except OSError:
+            pass
+    return ranks
 
 
 def _alive(pid: int) -> bool:

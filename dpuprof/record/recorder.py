@@ -6,6 +6,7 @@ Modes: ``bpf`` (default; root and bcc) samples stacks and classifies CPU into ca
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import sqlite3
@@ -85,6 +86,7 @@ class Recorder:
         except Exception as err:
             raise UserError(f"cannot attach the cpu-clock sampler ({err}); run: dpuprof doctor") from None
         self.bpf, self.used, self.unavailable = bpf, used, unavailable
+        _release_freed_memory()  # clang's compile leaves ~100 MB of freed heap behind
         self.tree = TreeDrainer(bpf, os.getpid())
         self.samples = SampleDrainer(bpf, Symbolizer(bcc.BPF), Classifier())
         self.softirq = SoftirqDrainer(bpf) if "softirq" in used else None
@@ -284,6 +286,14 @@ class Recorder:
         self.dirty_procs.clear()
         writer.write_interval(self.interval, t0, t1, tables, processes=processes, stacks=stacks_new)
         self.interval += 1
+
+
+def _release_freed_memory() -> None:
+    """Return freed heap to the OS (glibc keeps it by default), keeping the recorder's RSS low."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def record(opts: Options) -> int:

@@ -2,9 +2,10 @@
 
 Kernel addresses resolve through /proc/kallsyms (bcc's ksym). User addresses need the process's
 memory map, so they are resolved at every drain, before short-lived tools and DataLoader workers
-exit. bcc caches a process's map when first asked and does not notice libraries loaded later (a
-lazy ``import cryptography``), so the map is kept here too and re-read on a miss, dropping bcc's
-stale cache with it.
+exit. bcc's symbol cache reads a process's map once and does not notice libraries loaded later (a
+lazy ``import cryptography``), so the map is kept here too and re-read on a miss; when the re-read
+finds the address in a new mapping, the process's bcc cache is rebuilt. The bcc caches are owned
+here and freed explicitly (bcc's Python wrapper never frees them).
 """
 
 from __future__ import annotations
@@ -14,7 +15,12 @@ import os
 import re
 
 UNKNOWN = "[unknown]"
-UNRESOLVED = "[unresolved]"  # symbol not looked up (processes outside the workload: module only)
+UNRESOLVED = "[unresolved]"  # symbol not looked up: module only
+# bcc loads a module's whole symbol table per process: for libtorch_cpu.so (400 MB) in six
+# training processes cost ~850 MB of recorder memory, libpython and libtorch_python (20-30 MB)
+# another ~100 MB. Modules above this size are labelled by
+# module only; classification needs no more (rules match modules), only the flame graph is coarser.
+SYMBOLS_MAX_MODULE_BYTES = 16 << 20
 _MAPS_LINE = re.compile(r"^([0-9a-f]+)-([0-9a-f]+) (\S{4}) \S+ \S+ \d+\s*(.*)$")
 _PKG_DIRS = ("/site-packages/", "/dist-packages/")
 
@@ -73,13 +79,20 @@ class ProcessMaps:
 class Symbolizer:
     """Frame strings for kernel and user addresses, cached. ``bpf_cls`` is ``bcc.BPF``."""
 
-    def __init__(self, bpf_cls, max_cached: int = 500_000):
+    def __init__(self, bpf_cls, max_cached: int = 200_000):
+        from bcc import SymbolCache
+        from bcc.libbcc import lib
+
         self._bpf = bpf_cls
+        self._symcache_cls = SymbolCache
+        self._free_symcache = lib.bcc_free_symcache
+        self._symcaches: dict[int, object] = {}
         self._kcache: dict[int, str] = {}
         self._ucache: dict[tuple[int, int], str] = {}
         self._maps: dict[int, ProcessMaps] = {}
         self._max = max_cached
         self._generation = 0
+        self._module_size: dict[str, int] = {}
         self._reloaded: dict[int, int] = {}  # pid -> generation of its last maps reload
 
     def new_generation(self) -> None:
@@ -115,24 +128,46 @@ class Symbolizer:
             self._reloaded[pid] = self._generation
             if maps.reload():
                 path = maps.lookup(addr)
-                self._bpf._sym_caches.pop(pid, None)  # bcc's map of this process is stale too
+                if path is not None:
+                    self._drop_symcache(pid)  # a new mapping: bcc's view of this process is stale
         if path is None:
             return UNKNOWN
         label = clean(module_label(path)).replace("(", "[").replace(")", "]")
         name = None
-        if not symbols:
+        if not symbols or self._too_big(path):
             return f"{UNRESOLVED} ({label})"
         if path and not path.startswith("["):
             try:
-                name, _offset, _module = self._bpf._sym_cache(pid).resolve(addr, True)
+                name, _offset, _module = self._symcache(pid).resolve(addr, True)
             except Exception:  # bcc raises on processes that vanished mid-lookup
                 name = None
         sym = clean(name.decode("utf-8", "replace")) if name else UNKNOWN
         return f"{sym} ({label})"
+
+    def _too_big(self, path: str) -> bool:
+        size = self._module_size.get(path)
+        if size is None:
+            try:
+                size = os.stat(path.replace(" (deleted)", "")).st_size
+            except OSError:
+                size = 0
+            self._module_size[path] = size
+        return size > SYMBOLS_MAX_MODULE_BYTES
+
+    def _symcache(self, pid: int):
+        cache = self._symcaches.get(pid)
+        if cache is None:
+            cache = self._symcaches[pid] = self._symcache_cls(pid)
+        return cache
+
+    def _drop_symcache(self, pid: int) -> None:
+        cache = self._symcaches.pop(pid, None)
+        if cache is not None:
+            self._free_symcache(cache.cache, pid)
 
     def forget(self, pids) -> None:
         """Drop state for processes that have exited."""
         for pid in pids:
             self._maps.pop(pid, None)
             self._reloaded.pop(pid, None)
-            self._bpf._sym_caches.pop(pid, None)
+            self._drop_symcache(pid)
