@@ -388,7 +388,7 @@ class ShardDataset:
             elif self.variant == "encrypted":
                 payload = self._decrypt(i, self._read_mapped(i))
             elif self.variant == "compressed":
-                payload = zlib.decompress(self._read_mapped(i))
+                payload = zlib.decompress(self._read_mapped(i), bufsize=self.payload)
             else:
                 payload = self._read_storage(i)
             if len(payload) < self.payload:

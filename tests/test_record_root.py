@@ -165,3 +165,12 @@ def test_refuses_symlink_at_output(tmp_path):
     proc = dpuprof("record", "-q", "-o", link, "--", "true")
     assert proc.returncode == 2 and "symbolic link" in proc.stderr
     assert target.read_text() == "precious"
+
+
+def test_status_line_on_stderr_and_quiet(tmp_path):
+    out = tmp_path / "s.rec"
+    proc = dpuprof("record", "-o", out, "--", "sleep", "2")
+    assert "[dpuprof]" in proc.stderr and "samples" in proc.stderr
+    assert f"-> {out}" in proc.stderr
+    proc = dpuprof("record", "-q", "-o", out, "--", "sleep", "1")
+    assert proc.stderr == ""

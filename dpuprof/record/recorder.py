@@ -274,7 +274,8 @@ class Recorder:
             if self.sock:
                 tables["sock_io"] = self.sock.drain()
             tables["lost"] = self.lost.drain()
-            self.lost_total += sum(n for _, n in tables["lost"])
+            # Only whole samples count as lost here; a failed stack walk still counts its sample.
+            self.lost_total += sum(n for kind, n in tables["lost"] if kind.startswith(("samples", "run")))
             gone = [p for p in drained["comms"] if p > 0 and not os.path.exists(f"/proc/{p}")]
             self.samples.sym.forget(gone)
         for pid in live_workload:

@@ -17,6 +17,8 @@ from dpuprof.categories import CATEGORIES, IDLE, INFRASTRUCTURE
 
 #: host_cpu fields shown over time when a recording has no category split (psutil mode)
 CPU_TIME_FIELDS = ("user", "nice", "system", "irq", "softirq", "steal")
+#: recording file names that say nothing: the report names such a run after its folder
+GENERIC_NAMES = ("recording", "dpuprof")
 IO_COLUMNS = ("net_tx", "net_rx", "disk_read", "disk_write", "read_iops", "write_iops")
 
 
@@ -272,11 +274,16 @@ def build_view(rec, projection: dict | None = None, projection_warnings=(), name
 def display_names(paths: list[Path]) -> list[str]:
     """Short distinct names for recordings: the stem, or parent/stem, or stem#k when equal."""
     def stem(p: Path) -> str:
-        return p.name[:-4] if p.name.endswith(".rec") else p.name
+        name = p.name[:-4] if p.name.endswith(".rec") else p.name
+        if name in GENERIC_NAMES and p.resolve().parent.name:  # fixtures/ddp-plain/recording.rec
+            return p.resolve().parent.name
+        return name
 
-    names = [stem(p) for p in paths]
-    if len(set(names)) < len(names):
-        names = [f"{p.parent.name}/{stem(p)}" if p.parent.name else stem(p) for p in paths]
-    if len(set(names)) < len(names):
-        names = [f"{n}#{i + 1}" for i, n in enumerate(names)]
-    return names
+    base = [stem(p) for p in paths]
+    if len(set(base)) == len(base):
+        return base
+    parents = [p.resolve().parent.name for p in paths]
+    qualified = [n if n == d or not d else f"{d}/{n}" for n, d in zip(base, parents)]
+    if len(set(qualified)) == len(qualified):
+        return qualified
+    return [f"{n}#{i + 1}" for i, n in enumerate(base)]

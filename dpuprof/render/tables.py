@@ -60,8 +60,16 @@ def fmt_pp(x: float | None) -> str:
     return DASH if x is None else f"{x:+.1f} pp"
 
 
+def fmt_num(x: float) -> str:
+    """Two decimals, or three significant digits below 0.1 (so small CPU does not read as 0.00)."""
+    x = float(x)
+    if x == 0 or abs(x) >= 0.1:
+        return f"{x:.2f}"
+    return f"{x:.2g}" if abs(x) >= 1e-4 else f"{x:.1e}"
+
+
 def fmt_cores(x: float | None) -> str:
-    return DASH if x is None else f"{x:.2f} cores"
+    return DASH if x is None else f"{fmt_num(x)} cores"
 
 
 def fmt_rel(before: float | None, after: float | None) -> str:
@@ -149,9 +157,9 @@ def vendor_rows(v: RunView) -> list[Row]:
             # cpu_s may be scaled to exact on-CPU time: the samples give the relative error
             per_sample = cpu_s / k if k else 1 / hz
             lo, hi = count_ci(k)
-            rng = f"{lo * per_sample / dur:.2f}–{hi * per_sample / dur:.2f} cores (sampling)"
-        rows.append(Row(f"{c.capitalize()} CPU", f"{cpu_s / dur:.2f} cores ({cpu_s:.1f} CPU s)",
-                        DASH if after_s is None else f"{after_s / dur:.2f} cores",
+            rng = f"{fmt_num(lo * per_sample / dur)}–{fmt_num(hi * per_sample / dur)} cores (sampling)"
+        rows.append(Row(f"{c.capitalize()} CPU", f"{fmt_cores(cpu_s / dur)} ({fmt_num(cpu_s)} CPU s)",
+                        DASH if after_s is None else fmt_cores(after_s / dur),
                         fmt_rel(cpu_s, after_s), rng, _mechanisms(proj, c)))
 
     # 7-9. bytes and IOPS
@@ -210,8 +218,8 @@ def category_rows(v: RunView) -> list[list[str]]:
     for c in CATEGORIES:
         s = float(v.cats.loc[c, "cpu_s"])
         after = v.projected_s(c)
-        out.append([c, f"{s:.2f}", f"{s / dur:.2f}", f"{100 * s / busy:.1f} %",
-                    f"{float(v.wl_cats.loc[c, 'cpu_s']):.2f}", DASH if after is None else f"{after / dur:.2f}"])
+        out.append([c, fmt_num(s), fmt_num(s / dur), f"{100 * s / busy:.1f} %",
+                    fmt_num(float(v.wl_cats.loc[c, "cpu_s"])), DASH if after is None else fmt_num(after / dur)])
     return out
 
 
@@ -253,7 +261,7 @@ def node_rows(nodes: list[RunView], total: RunView) -> list[list[str]]:
         share = fmt_pct(100 * v.infra_s / v.busy_s) if v.category_split and v.busy_s else DASH
         out.append([v.name, host if v is not total else "all", f"{v.cpu_count:g}", f"{v.duration_s:.1f} s",
                     share, fmt_pct(v.cores_for_ai_pct)]
-                   + [f"{float(v.cats.loc[c, 'cpu_s']) / dur:.2f}" for c in INFRASTRUCTURE]
+                   + [fmt_num(float(v.cats.loc[c, "cpu_s"]) / dur) for c in INFRASTRUCTURE]
                    + [fmt_bytes(float(net.get("tx_bytes") or 0) + float(net.get("rx_bytes") or 0)),
                       fmt_bytes(float(io.get("read_bytes") or 0) + float(io.get("write_bytes") or 0))])
     return out
