@@ -13,6 +13,7 @@ from collections import Counter, defaultdict
 
 from dpuprof.categories import IDLE, top_level
 from dpuprof.record.classify import Classifier, fold
+from dpuprof.record.progstats import recursion_misses
 
 SOFTIRQ_NAMES = ("HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU")
 BLOCK_OPS = ("read", "write", "other")
@@ -258,13 +259,16 @@ class SockDrainer:
 
 
 class LostDrainer:
-    """Counts of data lost in kernel maps, as (kind, count) deltas: never silent."""
+    """Counts of data lost, as (kind, count) deltas: never silent. Kinds: map overflows
+    (``samples_map_full``, ...), failed stack walks, and ``missed_<program>``: events the kernel
+    skipped because another BPF program was running on that CPU (see progstats)."""
 
     SOURCES = (("sample_lost", ("samples_map_full", "kernel_stack_lost", "user_stack_lost", "run_map_full")),
                ("tree_lost", ("tree_map_full",)),
                ("blk_lost", ("block_start_map_full",)))
 
     def __init__(self, bpf, used: list[str]):
+        self.bpf = bpf
         self.arrays = []
         for table, kinds in self.SOURCES:
             try:
@@ -278,6 +282,8 @@ class LostDrainer:
         for arr, kinds in self.arrays:
             for i, kind in enumerate(kinds):
                 cur[kind] = (int(arr[ct.c_int(i)].value),)
+        for prog, n in (recursion_misses(self.bpf) or {}).items():
+            cur["missed_" + prog.rsplit("__", 1)[-1]] = (n,)
         return [(kind, n) for kind, (n,) in sorted(self.cum.deltas(cur).items())]
 
 

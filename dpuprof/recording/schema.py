@@ -76,7 +76,9 @@ CREATE TABLE IF NOT EXISTS host_net (
     bytes_recv INTEGER NOT NULL, packets_sent INTEGER NOT NULL, packets_recv INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS gpu (
     interval INTEGER NOT NULL, gpu_index INTEGER NOT NULL, util_pct REAL, mem_used_bytes INTEGER);
--- Data lost, never silently: "samples_map_full", "stack_map_full", "tree_map_full", ...
+-- Data lost, never silently: "samples_map_full", "kernel_stack_lost", "user_stack_lost",
+-- "run_map_full", "tree_map_full", "block_start_map_full", "missed_<program>" (events the kernel
+-- skipped while another BPF program ran on that CPU), ...
 CREATE TABLE IF NOT EXISTS lost (
     interval INTEGER NOT NULL, kind TEXT NOT NULL, count INTEGER NOT NULL);
 """

@@ -1,0 +1,51 @@
+"""Events the kernel dropped before our BPF programs ran.
+
+A tracepoint or perf_event program is skipped when another BPF program is already running on the
+same CPU (the kernel's recursion protection; our sampler fires in hard-IRQ context and can
+interrupt a tracepoint program). The kernel counts these per program as ``recursion_misses``
+(Linux >= 5.12) in ``struct bpf_prog_info``; they are read here so the recording reports them.
+"""
+
+from __future__ import annotations
+
+import ctypes as ct
+
+
+class _ProgInfo(ct.Structure):
+    # The stable UAPI layout of struct bpf_prog_info (include/uapi/linux/bpf.h) up to
+    # recursion_misses; the kernel fills what it knows and tells the length.
+    _fields_ = [
+        ("type", ct.c_uint32), ("id", ct.c_uint32), ("tag", ct.c_uint8 * 8),
+        ("jited_prog_len", ct.c_uint32), ("xlated_prog_len", ct.c_uint32),
+        ("jited_prog_insns", ct.c_uint64), ("xlated_prog_insns", ct.c_uint64),
+        ("load_time", ct.c_uint64), ("created_by_uid", ct.c_uint32), ("nr_map_ids", ct.c_uint32),
+        ("map_ids", ct.c_uint64), ("name", ct.c_char * 16), ("ifindex", ct.c_uint32),
+        ("flags", ct.c_uint32), ("netns_dev", ct.c_uint64), ("netns_ino", ct.c_uint64),
+        ("nr_jited_ksyms", ct.c_uint32), ("nr_jited_func_lens", ct.c_uint32),
+        ("jited_ksyms", ct.c_uint64), ("jited_func_lens", ct.c_uint64),
+        ("btf_id", ct.c_uint32), ("func_info_rec_size", ct.c_uint32), ("func_info", ct.c_uint64),
+        ("nr_func_info", ct.c_uint32), ("nr_line_info", ct.c_uint32), ("line_info", ct.c_uint64),
+        ("jited_line_info", ct.c_uint64), ("nr_jited_line_info", ct.c_uint32),
+        ("line_info_rec_size", ct.c_uint32), ("jited_line_info_rec_size", ct.c_uint32),
+        ("nr_prog_tags", ct.c_uint32), ("prog_tags", ct.c_uint64), ("run_time_ns", ct.c_uint64),
+        ("run_cnt", ct.c_uint64), ("recursion_misses", ct.c_uint64),
+    ]
+
+
+def recursion_misses(bpf) -> dict[str, int] | None:
+    """{program name: cumulative recursion misses} for the loaded programs; None if unsupported."""
+    from bcc.libbcc import lib
+
+    get_info = lib.bpf_obj_get_info
+    get_info.argtypes = [ct.c_int, ct.c_void_p, ct.POINTER(ct.c_uint32)]
+    get_info.restype = ct.c_int
+    out = {}
+    for name, fn in bpf.funcs.items():
+        info = _ProgInfo()
+        size = ct.c_uint32(ct.sizeof(info))
+        if get_info(fn.fd, ct.byref(info), ct.byref(size)) != 0:
+            return None
+        if size.value < _ProgInfo.recursion_misses.offset + 8:
+            return None  # kernel older than 5.12: not counted
+        out[name.decode() if isinstance(name, bytes) else name] = int(info.recursion_misses)
+    return out
