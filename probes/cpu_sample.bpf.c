@@ -14,13 +14,14 @@
 //                                   [1] = kernel stacks lost (stack map full/collision),
 //                                   [2] = user stacks lost (stack map full/collision)
 //                                   [3] = run_ns updates lost (map full)
-// Exact time: the cpu-clock hrtimer cannot fire while a CPU has interrupts off or, in a VM,
-//           while the vCPU is out in the hypervisor (a virtio notify exit, say), and the kernel
-//           skips missed periods silently, so sample counts alone under-state exactly the code
-//           that held the timer off. So sched_switch and every sample also credit the on-CPU time
-//           since the previous such event on that CPU to the current process (run_ns: exact
-//           per-process CPU time, idle included as tgid 0), and each sample carries that time as
-//           its weight. User space scales each process's sampled category mix to its run_ns.
+// Exact time: sampling gives each process's mix of stacks; its total comes from the scheduler.
+//           sched_switch credits the on-CPU time since the previous switch on that CPU to the task
+//           leaving it (run_ns: exact per-process CPU time, idle included as tgid 0); every sample
+//           also credits the running slice so far, so long slices show up in the interval they ran
+//           in. User space scales each process's sample counts to its run_ns. (Weighting samples by
+//           the time since the last event instead would bias the mix toward code that runs long
+//           after a switch; the hrtimer also cannot fire with interrupts off or while a vCPU is out
+//           in the hypervisor, which equal weights do not correct either: a known sampling limit.)
 //           run_ns      HASH  tgid -> on-CPU ns, cumulative                   (65536 entries)
 //           cpu_state   PERCPU_ARRAY [0] = time of the last switch or sample on this CPU
 // Hooks:    perf_event PERF_TYPE_SOFTWARE / PERF_COUNT_SW_CPU_CLOCK; tracepoint sched:sched_switch
@@ -39,15 +40,11 @@ struct sample_key {
     char comm[TASK_COMM_LEN];
 };
 
-struct sample_val {
-    u64 samples;
-    u64 ns;       // CPU time this key stands for: see "Time weighting" above
-};
 struct cpu_state {
     u64 last_ts;
 };
 
-BPF_HASH(counts, struct sample_key, struct sample_val, 65536);
+BPF_HASH(counts, struct sample_key, u64, 65536);
 BPF_PERCPU_ARRAY(cpu_state, struct cpu_state, 1);
 BPF_HASH(run_ns, u32, u64, 65536);
 BPF_STACK_TRACE(stacks0, 16384);
@@ -114,20 +111,16 @@ int on_sample(struct bpf_perf_event_data *ctx) {
     }
     if ((key.kstack < 0 && key.kstack != -EFAULT) || (key.ustack < 0 && key.ustack != -EFAULT))
         key.ip = PT_REGS_IP(&ctx->regs);  // still classifiable by its leaf frame
-    u64 ns = account(key.tgid);
-    struct sample_val init = {.samples = 1, .ns = ns};
-    struct sample_val *val = counts.lookup(&key);
+    account(key.tgid);
+    u64 one = 1, *val = counts.lookup(&key);
     if (val) {
-        __sync_fetch_and_add(&val->samples, 1);
-        __sync_fetch_and_add(&val->ns, ns);
-    } else if (counts.insert(&key, &init) != 0) {
+        __sync_fetch_and_add(val, 1);
+    } else if (counts.insert(&key, &one) != 0) {
         val = counts.lookup(&key);  // another CPU may have inserted the same key first
-        if (val) {
-            __sync_fetch_and_add(&val->samples, 1);
-            __sync_fetch_and_add(&val->ns, ns);
-        } else {
+        if (val)
+            __sync_fetch_and_add(val, 1);
+        else
             count_lost(0);
-        }
     }
     return 0;
 }

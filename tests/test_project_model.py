@@ -154,6 +154,26 @@ def test_crypto_capacity_keeps_excess_on_host():
     assert line["bottleneck"] is True and "flagged" in line["action"]
 
 
+def test_user_crypto_inline_only_where_the_process_moves_socket_traffic():
+    """Decrypting files in a process without sockets (a DataLoader worker) cannot ride inline kTLS."""
+    inp = make_input({"crypto.user": 1.0, "compute.torch": 1.0}, {"crypto.user": 3.0})  # pid 200: no sockets
+    cx7 = project(inp, PROFILES["connectx-7"])
+    (inline,) = [r for r in cx7["rows"] if r["mechanism"] == "inline_crypto_user"]
+    assert inline["share"] == pytest.approx(0.25) and inline["before_s"] == pytest.approx(1.0)
+    (left,) = [r for r in cx7["left_on_host"] if r["subcategory"] == "crypto.user"]
+    assert left["before_s"] == pytest.approx(3.0)
+    bf3 = project(inp, PROFILES["bluefield-3"])
+    got = {r["mechanism"]: r["before_s"] for r in bf3["rows"] if r["subcategory"] == "crypto.user"}
+    assert got == pytest.approx({"inline_crypto_user": 1.0, "aes_gcm_engine": 3.0})
+    bf2 = project(inp, PROFILES["bluefield-2"])
+    got = {r["mechanism"]: r["before_s"] for r in bf2["rows"] if r["subcategory"] == "crypto.user"}
+    assert got == pytest.approx({"inline_crypto_user": 1.0, "arm_crypto": 3.0})
+    # lookaside: n = 3 s x 3.9e9 B/s / 64 KiB chunks, each costing o0 + L = 2 us
+    (eng,) = [r for r in bf3["rows"] if r["mechanism"] == "aes_gcm_engine"]
+    n = 3.0 * 3.9e9 / 65536
+    assert eng["n"] == pytest.approx(n) and eng["after_s"] == pytest.approx(n * 2e-6)
+
+
 def test_kernel_crypto_share_from_stacks():
     stacks = [(WL, "crypto.kernel", "tcp_sendmsg_[k];tls_sw_sendmsg_[k];gcmaes_encrypt_[k];aesni_gcm_enc_[k]", 30),
               (WL, "crypto.kernel", "kcryptd_crypt_[k];crypt_convert_[k];aesni_xts_enc_[k]", 10)]

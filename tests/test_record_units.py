@@ -8,20 +8,15 @@ from dpuprof.record.drain import UNSAMPLED, _Cumulative, descendants, scale_to_e
 from dpuprof.record.symbols import module_label
 
 
-def test_scale_to_exact_keeps_the_mix_and_hits_the_total():
-    cpu = {(7, "network.tcpip"): [30, 3e8], (7, "compute.python"): [10, 1e8], (9, "storage.fs"): [5, 5e7]}
-    scale_to_exact(cpu, {7: 8e8, 0: 1e9, 11: 2e6})
-    assert cpu[(7, "network.tcpip")][1] == pytest.approx(6e8)
-    assert cpu[(7, "compute.python")][1] == pytest.approx(2e8)
-    assert cpu[(9, "storage.fs")][1] == pytest.approx(5e7)  # no exact time: sample weights stay
-    assert cpu[(0, "idle")] == [0, 1e9]
-    assert cpu[(11, UNSAMPLED)] == [0, 2e6]
-
-
-def test_scale_with_zero_weight_samples_splits_by_count():
-    cpu = {(3, "a.x"): [3, 0], (3, "b.y"): [1, 0]}
-    scale_to_exact(cpu, {3: 4e6})
-    assert cpu[(3, "a.x")][1] == pytest.approx(3e6)
+def test_scale_to_exact_splits_exact_time_by_sample_counts():
+    samples = {(7, "network.tcpip"): 30, (7, "compute.python"): 10, (9, "storage.fs"): 5}
+    ns = scale_to_exact(samples, {7: 8e8, 0: 1e9, 11: 2e6}, period_ns=1e7)
+    assert ns[(7, "network.tcpip")] == pytest.approx(6e8)
+    assert ns[(7, "compute.python")] == pytest.approx(2e8)
+    assert ns[(9, "storage.fs")] == pytest.approx(5e7)  # no exact time: one period per sample
+    assert ns[(0, "idle")] == 1e9
+    assert ns[(11, UNSAMPLED)] == 2e6
+    assert sum(v for (pid, _), v in ns.items() if pid == 7) == pytest.approx(8e8)
 
 
 def test_cumulative_deltas_never_negative():

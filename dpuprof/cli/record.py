@@ -6,6 +6,8 @@ import sys
 
 import click
 
+from dpuprof.record.child import KILL_AFTER_S, TERM_AFTER_S
+
 EPILOG = """\b
 Examples:
   sudo dpuprof record -- python train.py --epochs 1
@@ -27,13 +29,29 @@ Examples:
                    "'all', or 'psutil' for a light mode without root or eBPF.")
 @click.option("-q", "--quiet", is_flag=True, help="No live status line.")
 @click.option("--as-root", is_flag=True, help="Under sudo, run the command as root instead of the invoking user.")
+@click.option("--term-after", "term_after_s", default=TERM_AFTER_S, show_default=True, type=click.FloatRange(0, 3600),
+              metavar="SECONDS", help="After Ctrl-C (or SIGINT/SIGTERM to dpuprof), send COMMAND SIGTERM if it "
+              "is still running this long after.")
+@click.option("--kill-after", "kill_after_s", default=KILL_AFTER_S, show_default=True, type=click.FloatRange(0, 3600),
+              metavar="SECONDS", help="Then send SIGKILL if it is still running this long after the SIGTERM.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def record(output, freq_hz, interval_s, probes, quiet, as_root, command):
+def record(output, freq_hz, interval_s, probes, quiet, as_root, term_after_s, kill_after_s, command):
     """Run COMMAND and record host CPU by category (network, storage, crypto, compression, compute,
     kernel_other), bytes moved and IO counts.
 
     Follows COMMAND's whole process tree. Exits with COMMAND's exit status (128+N if it was killed by
     signal N). Ctrl-C is passed to COMMAND; the recording is kept up to the last second.
+
+    \b
+    Stopping: Ctrl-C reaches COMMAND from the terminal; SIGINT or SIGTERM sent to dpuprof alone
+    (kill, Slurm) is forwarded. If COMMAND is still running --term-after seconds later it gets
+    SIGTERM, and --kill-after seconds after that SIGKILL; a second Ctrl-C takes the next step at once.
+    A stop signal that arrives before COMMAND starts (while the probes load) stops dpuprof without
+    starting COMMAND: exit 128+N, no recording written.
+
+    \b
+    Disk full (or another write error): one error line, the recording keeps every interval written
+    so far, and COMMAND runs on to its end; dpuprof exits with its status, or 2 if that was 0.
     """
     from pathlib import Path
 
@@ -46,5 +64,5 @@ def record(output, freq_hz, interval_s, probes, quiet, as_root, command):
         raise click.BadParameter("'psutil' cannot be combined with eBPF probes", param_hint="--probes")
     opts = Options(command=list(command), output=Path(output), freq_hz=freq_hz, interval_s=interval_s,
                    probes=[] if names == ["all"] or psutil_only else names, psutil_only=psutil_only,
-                   quiet=quiet, as_root=as_root)
+                   quiet=quiet, as_root=as_root, term_after_s=term_after_s, kill_after_s=kill_after_s)
     sys.exit(run_record(opts))

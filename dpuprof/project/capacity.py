@@ -9,8 +9,9 @@ Resources (``profiles.RESOURCES``), demand over the recording's duration:
 - ``line_rate_gbps``: network bytes per second in the busier direction (all devices, loopback
   included as the stand-in for inter-node traffic). Traffic cannot fall back to the host, so an
   excess is only flagged as a bottleneck.
-- ``crypto_gbps``: the same bytes, as an upper bound of the encrypted traffic; the excess share of
-  crypto work stays on the host.
+- ``crypto_gbps``: for inline crypto the same bytes, as an upper bound of the encrypted traffic; for
+  a lookaside engine the bytes its offloaded CPU time processed; the excess share of crypto work
+  stays on the host.
 - ``arm_cores``: Arm core-seconds the offloaded work needs, ``alpha x before_s / A`` (A < 1 on
   the Arm cores), against ``arm_cores x duration``; the excess stays on the host.
 - ``compression_engine_host_cores``: offloaded host-core seconds against the engine's throughput in
@@ -55,9 +56,15 @@ def apply(rows: pd.DataFrame, profile: Profile, feats: Features, duration_s: flo
             action = "flagged: traffic above line rate would make the network the bottleneck"
             note = "busier direction of all recorded devices (loopback included)"
         elif resource == "crypto_gbps":
-            demand = _net_gbps(feats, duration_s)
+            lookaside = sel[sel["n_from"] == "cpu_chunks"]
+            inline = sel[sel["n_from"] != "cpu_chunks"]
+            demand = _net_gbps(feats, duration_s) if not inline.empty else 0.0
+            if not lookaside.empty and duration_s > 0:
+                demand += float((lookaside["alpha"] * lookaside["before_s"] * lookaside["host_bytes_per_cpu_s"]).sum()
+                                ) * 8 / duration_s / 1e9
             action = "excess crypto work stays on the host"
-            note = "upper bound: all recorded traffic counted as encrypted"
+            note = ("inline: all recorded traffic counted as encrypted (upper bound); lookaside: bytes the "
+                    "offloaded CPU time processed at host_bytes_per_cpu_s")
             factor = min(1.0, limit / demand) if demand > limit else 1.0
         elif resource == "arm_cores":
             need = (sel["alpha"] * sel["before_s"] / sel["A"]).sum()  # A = inf needs no Arm time

@@ -195,6 +195,20 @@ class Features:
                    senders=int((senders > 0).sum()), protocol=proto or "all")
         return out
 
+    @cached_property
+    def _socket_pids(self) -> set:
+        sock = self.inp.table("sock_io")
+        if sock.empty:
+            return set()
+        per = sock.groupby("pid")["bytes"].sum()
+        return set(per[per > 0].index.astype(int))
+
+    @cached_property
+    def _cpu_by_pid(self) -> pd.DataFrame:
+        cpu = self.inp.table("cpu_category")
+        return cpu.groupby(["subcategory", "pid"], as_index=False)["cpu_s"].sum() if not cpu.empty \
+            else pd.DataFrame(columns=["subcategory", "pid", "cpu_s"])
+
     def count(self, n_from: str) -> float:
         """Offloads over the whole recording for a mechanism's ``n_from`` (not ``cpu_chunks``)."""
         if n_from == "none":
@@ -272,6 +286,14 @@ class Features:
             return self._stack_share(subcategory, workload,
                                      lambda e: e["codec"].isin(["deflate", "lz4"]) & (e["direction"] == "decompress"),
                                      "codec and direction (compress vs decompress)")
+        if kind == "socket_processes":
+            per = self._cpu_by_pid[self._cpu_by_pid["subcategory"] == subcategory]
+            if workload:
+                per = per[per["pid"].isin(self.inp.workload_pids)]
+            total = float(per["cpu_s"].sum())
+            if total <= 0:
+                return 0.0
+            return float(per.loc[per["pid"].isin(self._socket_pids), "cpu_s"].sum()) / total
         if kind == "below_page_cache":
             if subcategory != "storage.fs":
                 return 1.0  # block layer and driver work sits wholly below the page cache

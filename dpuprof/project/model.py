@@ -17,6 +17,7 @@ Row DataFrame columns (units):
     n, workload_n                offloads over the recording (host / workload share)
     o0_ns, L_ns, Q_ns, o1_ns     per-offload costs, nanoseconds
     cap_factor                   fraction of alpha the device has capacity for (1 = no limit hit)
+    n_from, host_bytes_per_cpu_s how n is counted; bytes one host CPU-second processes (cpu_chunks)
   after evaluate():
     alpha_eff                    alpha x cap_factor
     after_s, workload_after_s    host CPU seconds the slice costs after offload (if enabled)
@@ -40,7 +41,7 @@ from dpuprof.project.profiles import Profile
 
 ROW_COLUMNS = ["category", "subcategory", "mechanism", "label", "requires", "runs_on", "resource", "notes",
                "sources", "share", "share_workload", "before_s", "workload_before_s", "mode", "alpha", "A",
-               "n", "workload_n", "o0_ns", "L_ns", "Q_ns", "o1_ns", "cap_factor"]
+               "n", "workload_n", "o0_ns", "L_ns", "Q_ns", "o1_ns", "cap_factor", "n_from", "host_bytes_per_cpu_s"]
 _EPS = 1e-12
 
 
@@ -78,9 +79,10 @@ def plan(dem: pd.DataFrame, profile: Profile, feats: Features) -> pd.DataFrame:
                 "n": 0.0, "workload_n": 0.0,
                 "o0_ns": float(mech.o0_ns.value), "L_ns": float(mech.L_ns.value),
                 "Q_ns": float(mech.Q_ns.value), "o1_ns": float(mech.o1_ns.value), "cap_factor": 1.0,
-                "_n_from": mech.n_from,
+                "n_from": mech.n_from,
                 "_chunk": None if mech.chunk_bytes is None else float(mech.chunk_bytes.value),
-                "_rate": None if mech.host_bytes_per_cpu_s is None else float(mech.host_bytes_per_cpu_s.value),
+                "host_bytes_per_cpu_s": None if mech.host_bytes_per_cpu_s is None
+                else float(mech.host_bytes_per_cpu_s.value),
             })
         if left_h > _EPS or left_w > _EPS:
             rows.append({
@@ -90,7 +92,7 @@ def plan(dem: pd.DataFrame, profile: Profile, feats: Features) -> pd.DataFrame:
                 "before_s": left_h * rec.host_s, "workload_before_s": left_w * rec.workload_s,
                 "mode": "async", "alpha": 0.0, "A": 1.0, "n": 0.0, "workload_n": 0.0,
                 "o0_ns": 0.0, "L_ns": 0.0, "Q_ns": 0.0, "o1_ns": 0.0, "cap_factor": 1.0,
-                "_n_from": "none", "_chunk": None, "_rate": None,
+                "n_from": "none", "_chunk": None, "host_bytes_per_cpu_s": None,
             })
     if not rows:
         return pd.DataFrame(columns=ROW_COLUMNS)
@@ -102,10 +104,10 @@ def plan(dem: pd.DataFrame, profile: Profile, feats: Features) -> pd.DataFrame:
 def _attach_counts(df: pd.DataFrame, feats: Features) -> None:
     """Fill ``n`` / ``workload_n``: a mechanism's recorded count split over its rows by CPU share."""
     for name, grp in df[df["mechanism"].notna()].groupby("mechanism", sort=False):
-        n_from = grp["_n_from"].iloc[0]
+        n_from = grp["n_from"].iloc[0]
         if n_from == "cpu_chunks":
             # one offload per chunk of the bytes the offloaded CPU time processed
-            per_s = grp["_rate"] / grp["_chunk"]
+            per_s = grp["host_bytes_per_cpu_s"] / grp["_chunk"]
             df.loc[grp.index, "n"] = grp["alpha"] * grp["before_s"] * per_s
             df.loc[grp.index, "workload_n"] = grp["alpha"] * grp["workload_before_s"] * per_s
             continue

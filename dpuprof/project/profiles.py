@@ -29,7 +29,7 @@ MODES = ("sync", "sync_os", "async")
 RUNS_ON = ("nic", "engine", "arm", "ideal")
 #: How the slice of a subcategory a mechanism covers is measured (see dpuprof.project.features).
 SHARES = ("all", "remainder", "collective_traffic", "network_crypto_stacks", "deflate",
-          "deflate_lz4_decompress", "below_page_cache")
+          "deflate_lz4_decompress", "below_page_cache", "socket_processes")
 #: How the number of offloads n is counted (see dpuprof.project.features).
 N_FROM = ("none", "packets", "block_ios", "workload_socket_calls", "cpu_chunks")
 

@@ -7,7 +7,10 @@
   the child through the foreground process group and is not sent twice; a SIGINT or SIGTERM sent to
   the recorder alone (kill, Slurm) is forwarded. The child starts with the signals unblocked.
 - Stop escalation for a child that ignores SIGINT: SIGTERM after ``TERM_AFTER_S``, SIGKILL
-  ``KILL_AFTER_S`` later; a second Ctrl-C moves one step at once.
+  ``KILL_AFTER_S`` later (``dpuprof record --term-after/--kill-after`` change them); a second
+  Ctrl-C moves one step at once.
+- A stop signal (SIGINT, SIGTERM, SIGHUP) that is already pending when the command would start
+  (it came while the probes compiled) means the command is never started: see ``pending_stop``.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from dpuprof.errors import UserError
 TERM_AFTER_S = 10.0
 KILL_AFTER_S = 5.0
 HANDLED = {signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP}
+STOP = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 SI_KERNEL = 0x80
 
 
@@ -57,7 +61,8 @@ class CommandNotFound(UserError):
 class Child:
     """The recorded command. ``returncode`` follows shell convention: 128+N when killed by N."""
 
-    def __init__(self, argv: list[str], user: Identity | None):
+    def __init__(self, argv: list[str], user: Identity | None, term_after: float = TERM_AFTER_S,
+                 kill_after: float = KILL_AFTER_S):
         env = dict(os.environ)
         kwargs = {}
         if user is not None:
@@ -75,6 +80,7 @@ class Child:
         self.pid = self.proc.pid
         self.stop_requested_at: float | None = None
         self.escalation = 0  # 0 nothing sent, 1 SIGINT/TERM forwarded, 2 SIGTERM, 3 SIGKILL
+        self.term_after, self.kill_after = term_after, kill_after
 
     def poll(self) -> int | None:
         return self.proc.poll()
@@ -107,7 +113,7 @@ class Child:
         if self.stop_requested_at is None or self.poll() is not None:
             return
         waited = now - self.stop_requested_at
-        if (self.escalation == 1 and waited >= TERM_AFTER_S) or (self.escalation == 2 and waited >= KILL_AFTER_S):
+        if (self.escalation == 1 and waited >= self.term_after) or (self.escalation == 2 and waited >= self.kill_after):
             self.escalate(now)
 
 
@@ -118,6 +124,14 @@ def _unblock_signals():
 def block_signals():
     """Block the handled signals in the recorder; returns the previous mask."""
     return signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED)
+
+
+def pending_stop() -> int | None:
+    """Take a pending (blocked) stop signal, if any, and return its number; None when none is pending."""
+    if not set(STOP) & signal.sigpending():
+        return None
+    info = signal.sigtimedwait(STOP, 0)
+    return info.si_signo if info is not None else None
 
 
 def from_terminal(info) -> bool:

@@ -44,13 +44,14 @@ class _Cumulative:
 class SampleDrainer:
     """Drains cpu_sample: classified CPU per process plus folded stacks.
 
-    ``drain()`` returns a dict with ``cpu`` {(pid, subcategory): [samples, ns]} (to be scaled with
-    ``scale_to_exact``), ``run_ns`` {pid: on-CPU ns from sched_switch}, ``stacks`` {(pid,
+    ``drain()`` returns a dict with ``cpu`` {(pid, subcategory): samples} (to be turned into time
+    with ``scale_to_exact``), ``run_ns`` {pid: on-CPU ns from sched_switch}, ``stacks`` {(pid,
     stack_id): samples}, ``new_stacks`` [(stack_id, folded, category, subcategory)], ``comms``
     {pid: comm}, ``subcats`` Counter of subcategory samples (for the status line).
     """
 
     def __init__(self, bpf, symbolizer, classifier: Classifier):
+        """Drains cpu_sample's maps; symbols through ``symbolizer``, categories via ``classifier``."""
         self.bpf = bpf
         self.run_ns = bpf["run_ns"]
         self.run_cum = _Cumulative()
@@ -73,13 +74,13 @@ class SampleDrainer:
         return [resolve(a) for a in reversed(addrs)]
 
     def _flip(self) -> list[tuple]:
-        """Switch buffers; take and delete the old buffer's (key, samples, ns) entries."""
+        """Switch buffers; take and delete the old buffer's (key, samples) entries."""
         old = self.buf
         self.buf = 1 - old
         self.active[ct.c_int(0)] = ct.c_uint32(self.buf)
         time.sleep(_FLIP_SETTLE_S)
-        entries = [(k, v.samples, v.ns) for k, v in self.counts.items() if k.buf == old]
-        for k, _, _ in entries:
+        entries = [(k, v.value) for k, v in self.counts.items() if k.buf == old]
+        for k, _ in entries:
             try:
                 del self.counts[k]
             except KeyError:
@@ -102,11 +103,11 @@ class SampleDrainer:
         self.sym.new_generation()
         entries.sort(key=lambda kv: kv[0].tgid not in workload)
         table = self.stacks[1 - self.buf]
-        cpu: dict = defaultdict(lambda: [0, 0])
+        cpu: Counter = Counter()
         stacks: Counter = Counter()
         comms: dict[int, str] = {}
         new_stacks = []
-        for k, n, ns in entries:
+        for k, n in entries:
             pid = k.tgid
             comms.setdefault(pid, k.comm.decode("utf-8", "replace"))
             kframes = self._frames(table, k.kstack, self.sym.kernel)
@@ -132,8 +133,7 @@ class SampleDrainer:
                 self.stack_class[sid] = sub
                 new_stacks.append((sid, folded, top_level(sub), sub))
             sub = self.stack_class[sid]
-            cpu[(pid, sub)][0] += n
-            cpu[(pid, sub)][1] += ns
+            cpu[(pid, sub)] += n
             stacks[(pid, sid)] += n
         table.clear()
         return {"cpu": cpu, "stacks": stacks, "new_stacks": new_stacks, "comms": comms,
@@ -143,29 +143,22 @@ class SampleDrainer:
 UNSAMPLED = "kernel_other.unsampled"
 
 
-def scale_to_exact(cpu: dict, run_ns: dict[int, float]) -> None:
-    """Scale each process's sampled time (``cpu[(pid, sub)] = [samples, ns]``) so that it adds up
-    to the process's exact on-CPU time ``run_ns[pid]``: the samples give the mix, the scheduler
-    gives the total. A process that ran but was never sampled (shorter than a period) is recorded
-    as UNSAMPLED; a sampled process without run time keeps its sample weights."""
-    by_pid: dict[int, list] = defaultdict(list)
-    for (pid, sub), val in cpu.items():
-        by_pid[pid].append(val)
-    for pid, vals in by_pid.items():
+def scale_to_exact(samples: dict, run_ns: dict[int, float], period_ns: float) -> dict:
+    """CPU time per (pid, subcategory), in ns: each process's exact on-CPU time ``run_ns[pid]``
+    split in proportion to its sample counts ``samples[(pid, sub)]`` -- the samples give the mix,
+    the scheduler the total. A process without exact time counts ``period_ns`` per sample; one
+    that ran but was never sampled (shorter than a period) is recorded as UNSAMPLED."""
+    per_pid: Counter = Counter()
+    for (pid, _sub), n in samples.items():
+        per_pid[pid] += n
+    out = {}
+    for (pid, sub), n in samples.items():
         exact = run_ns.get(pid)
-        sampled = sum(v[1] for v in vals)
-        if exact is None:
-            continue
-        if sampled > 0:
-            for v in vals:
-                v[1] = v[1] * exact / sampled
-        else:  # samples with zero weight (first event after attach): split evenly by count
-            n = sum(v[0] for v in vals) or 1
-            for v in vals:
-                v[1] = exact * v[0] / n
+        out[(pid, sub)] = n * period_ns if exact is None else exact * n / per_pid[pid]
     for pid, exact in run_ns.items():
-        if pid not in by_pid and exact > 0:
-            cpu[(pid, IDLE if pid == 0 else UNSAMPLED)] = [0, exact]
+        if pid not in per_pid and exact > 0:
+            out[(pid, IDLE if pid == 0 else UNSAMPLED)] = exact
+    return out
 
 
 class SoftirqDrainer:

@@ -4,11 +4,15 @@ Each probe is one file in ``probes/`` (shipped in the wheel as ``dpuprof/_probes
 tracepoints are missing on this kernel are skipped and reported as unavailable with the reason;
 the rest compile together in one bcc invocation (about 1 s), falling back to one at a time when the
 combined program fails, so one bad probe never costs the others.
+
+Test knob: ``DPUPROF_MAP_ENTRIES=counts=8,stacks0=4`` overrides the ``max_entries`` of the named
+hash and stack-trace maps, so tests can make maps overflow and check that the loss is counted.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from dataclasses import dataclass
 from importlib import resources
@@ -68,8 +72,29 @@ def missing_tracepoints(probe: Probe) -> list[str]:
     return [tp for tp in probe.tracepoints if not tracepoint_exists(tp)]
 
 
+MAP_ENTRIES_ENV = "DPUPROF_MAP_ENTRIES"
+_SIZED_MAP = r"(BPF_(?:HASH|LRU_HASH|PERCPU_HASH|STACK_TRACE)\(\s*{name}\s*,[^;]*?)(\d+)(\s*\)\s*;)"
+
+
+def map_entries_override() -> dict[str, int]:
+    """{map name: max_entries} from ``DPUPROF_MAP_ENTRIES`` (a test knob; empty when unset)."""
+    from dpuprof.errors import UserError
+
+    spec = os.environ.get(MAP_ENTRIES_ENV, "").strip()
+    out = {}
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        name, _, size = item.partition("=")
+        if not re.fullmatch(r"[A-Za-z_]\w*", name.strip()) or not size.strip().isdigit() or int(size) < 1:
+            raise UserError(f"{MAP_ENTRIES_ENV}: expected NAME=ENTRIES[,NAME=ENTRIES...], got {item!r}")
+        out[name.strip()] = int(size)
+    return out
+
+
 def _source(probe: Probe) -> str:
-    return (probe_dir() / probe.file).read_text()
+    text = (probe_dir() / probe.file).read_text()
+    for name, size in map_entries_override().items():
+        text = re.sub(_SIZED_MAP.format(name=re.escape(name)), lambda m: f"{m[1]}{size}{m[3]}", text)
+    return text
 
 
 CFLAGS = ["-w"]  # bcc's headers vs. a newer kernel produce harmless macro warnings
@@ -80,6 +105,7 @@ def load(bpf_cls, wanted: list[str]) -> tuple[object | None, list[str], dict[str
 
     perf_event attachment (cpu_sample) is done by the caller, which knows the frequency.
     """
+    map_entries_override()  # a malformed DPUPROF_MAP_ENTRIES fails here, not as a probe's compile error
     unavailable: dict[str, str] = {}
     candidates = []
     for probe in PROBES:

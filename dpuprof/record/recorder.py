@@ -35,6 +35,8 @@ class Options:
     psutil_only: bool = False
     quiet: bool = False
     as_root: bool = False
+    term_after_s: float = childmod.TERM_AFTER_S  # stop escalation: SIGTERM this long after a stop request
+    kill_after_s: float = childmod.KILL_AFTER_S  # then SIGKILL this long after the SIGTERM
 
 
 class DiskFull(UserError):
@@ -107,12 +109,29 @@ class Recorder:
 
     # ------------------------------------------------------------------ run
     def run(self) -> int:
+        """Record until the command exits; return its exit status (see ``record``).
+
+        Stop signals are blocked from the start and taken synchronously (``_wait``). One that is
+        pending before the command starts (it came while the probes compiled) stops dpuprof: the
+        command is never started, and dpuprof exits 128+N. If it came before the recording file was
+        created, no file is written (an existing one is left as it was); in the few milliseconds
+        after, the file is a valid empty recording with ``complete`` false and an ``error``.
+
+        If the recording cannot be written (disk full, I/O error), one error line is printed, the
+        probes are detached, the file keeps every interval committed so far (``complete`` false),
+        and the command runs on to its end; dpuprof then exits with the command's status, or 2 if
+        that was 0.
+        """
         opts = self.opts
+        childmod.block_signals()
         self._check_prerequisites()
         if not opts.psutil_only:
             self._load_bpf()
         else:
             self.unavailable = {"cpu_sample": "psutil mode (--probes psutil): no category split"}
+        sig = childmod.pending_stop()
+        if sig is not None:
+            return self._stopped_before_start(sig, None)
         host, procs, gpu = HostTelemetry(), ProcessTelemetry(), GpuTelemetry()
         owner = (self.user.uid, self.user.gid) if self.user else None
         meta = host_metadata() | {
@@ -125,29 +144,26 @@ class Recorder:
         }
         writer = RecordingWriter(opts.output, meta, owner)
         status = StatusLine(quiet=opts.quiet)
-        childmod.block_signals()
         self._prime()
+        sig = childmod.pending_stop()
+        if sig is not None:
+            return self._stopped_before_start(sig, writer)
         start = time.time()
         try:
-            child = childmod.Child(opts.command, self.user)
+            child = childmod.Child(opts.command, self.user, opts.term_after_s, opts.kill_after_s)
         except UserError:
             writer.close(end_time=time.time(), exit_code=None, complete=True, error="command failed to start")
             raise
-        writer.set_meta(start_time=start, root_pid=child.pid)
-        t_prev, recording_ok = start, True
+        recording_ok = self._guard_write(status, lambda: writer.set_meta(start_time=start, root_pid=child.pid))
+        t_prev = start
         while True:
             deadline = t_prev + opts.interval_s
             self._wait(child, deadline)
             now = time.time()
             done = child.poll() is not None
             if recording_ok:
-                try:
-                    self._write_interval(writer, child, host, procs, gpu, t_prev, now)
-                except sqlite3.OperationalError as err:
-                    recording_ok = False
-                    status.clear()
-                    print(f"dpuprof: error: cannot write {opts.output} ({err}); recording kept up to "
-                          f"interval {self.interval - 1}, the command keeps running", file=sys.stderr)
+                recording_ok = self._guard_write(
+                    status, lambda: self._write_interval(writer, child, host, procs, gpu, t_prev, now))
             t_prev = now
             if recording_ok:
                 status.update(now - start, self.total_samples, self.cat_totals, self.lost_total)
@@ -158,7 +174,7 @@ class Recorder:
         if recording_ok:
             try:
                 writer.close(end_time=time.time(), exit_code=rc)
-            except sqlite3.OperationalError as err:
+            except sqlite3.Error as err:
                 print(f"dpuprof: error: cannot finish {opts.output} ({err})", file=sys.stderr)
                 recording_ok = False
         if self.bpf is not None:
@@ -169,6 +185,37 @@ class Recorder:
             print(f"dpuprof: recorded {time.time() - start:.1f} s, {self.total_samples} samples "
                   f"-> {opts.output}; command exited {rc}", file=sys.stderr)
         return rc
+
+    def _guard_write(self, status, write) -> bool:
+        """Run ``write``; on a write error (disk full, I/O error) print one line, detach the probes
+        (nothing drains them any more) and return False. The file keeps its committed intervals."""
+        try:
+            write()
+            return True
+        except (sqlite3.Error, OSError) as err:
+            status.clear()
+            kept = f"up to interval {self.interval - 1}" if self.interval else "without intervals"
+            print(f"dpuprof: error: cannot write {self.opts.output} ({err}); recording kept {kept}, "
+                  "the command keeps running", file=sys.stderr)
+            if self.bpf is not None:
+                self.bpf.cleanup()
+                self.bpf = None
+            return False
+
+    def _stopped_before_start(self, sig: int, writer) -> int:
+        """A stop signal came before the command started: start nothing, exit 128+N."""
+        name = signal.Signals(sig).name
+        if writer is not None:
+            try:
+                writer.close(end_time=time.time(), exit_code=None, complete=False,
+                             error=f"stopped by {name} before the command started")
+            except sqlite3.Error:
+                pass
+        if self.bpf is not None:
+            self.bpf.cleanup()
+        print(f"dpuprof: stopped by {name} before the command started; "
+              + ("nothing recorded" if writer is None else f"{self.opts.output} is empty"), file=sys.stderr)
+        return 128 + sig
 
     def _wait(self, child, deadline: float) -> None:
         """Sleep until ``deadline``, acting on signals as they come; return early when the child exits."""
@@ -252,9 +299,10 @@ class Recorder:
             # The process's own CPU time from /proc is the total (it is what top, ps and getrusage
             # report); sched_switch time covers processes that exited within the interval.
             exact = drained["run_ns"] | {pid: s * 1e9 for pid, s in procs.last_deltas.items()}
-            scale_to_exact(drained["cpu"], exact)
+            cpu_ns = scale_to_exact(drained["cpu"], exact, 1e9 / self.opts.freq_hz)
             rows = []
-            for (pid, sub), (n, ns) in sorted(drained["cpu"].items()):
+            for (pid, sub), ns in sorted(cpu_ns.items()):
+                n = drained["cpu"].get((pid, sub), 0)
                 rows.append((pid, top_level(sub), sub, n, ns / 1e9))
                 self.total_samples += n
                 if sub != IDLE:

@@ -1,8 +1,13 @@
 """Load a Recording file into DataFrames, validating it on the way in.
 
 Anything wrong with the file -- not SQLite, truncated, a future schema, missing tables, values of the
-wrong type -- becomes a :class:`dpuprof.errors.UserError` with one line that names the problem.
-Nothing in a recording is evaluated or unpickled: values are JSON and SQL scalars only.
+wrong type or out of range, NaN or infinite numbers -- becomes a :class:`dpuprof.errors.UserError`
+with one line that names the problem. Nothing in a recording is evaluated or unpickled: values are
+JSON and SQL scalars only.
+
+A recorder killed in the middle of a commit leaves a hot rollback journal (``FILE.rec-journal``)
+beside the file. The file is never modified on load: it and its journal are copied to a private
+temporary directory, where SQLite rolls the unfinished interval back, and the copy is read.
 """
 
 from __future__ import annotations
@@ -10,7 +15,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import sqlite3
+import tempfile
+import urllib.parse
 from functools import cached_property
 from pathlib import Path
 
@@ -19,6 +27,11 @@ from dpuprof.recording.schema import READABLE_VERSIONS, SCHEMA_VERSION, TABLES
 
 DEFAULT_NAME = "dpuprof.rec"
 SUFFIX = ".rec"
+
+#: Largest magnitude accepted for a number in a table or the metadata: 2**53, where floats stop being
+#: exact integers (8 PiB of bytes per interval); larger values are damage, and summing them would
+#: overflow 64-bit integers.
+MAX_ABS = float(2 ** 53)
 
 # Columns whose values must be numbers (everything else is text).
 _TEXT_COLUMNS = {"comm", "cmdline", "category", "subcategory", "folded", "vector", "dev", "op",
@@ -80,8 +93,6 @@ def _fail(path, why: str):
 
 def load(path: str | os.PathLike) -> Recording:
     """Read and validate the recording at ``path``."""
-    import pandas as pd
-
     path = Path(path)
     if not path.exists():
         _fail(path, "no such recording (record one with: sudo dpuprof record -- COMMAND)")
@@ -91,23 +102,62 @@ def load(path: str | os.PathLike) -> Recording:
         head = fh.read(16)
     if head != b"SQLite format 3\x00":
         _fail(path, "not a dpuprof recording (not an SQLite file)")
+    journal = path.with_name(path.name + "-journal")
     try:
-        db = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
+        _read_meta(path, path)
     except sqlite3.Error as err:
-        _fail(path, f"cannot open recording: {err}")
+        if not (_is_hot_journal_error(err) and journal.is_file()):
+            _fail(path, f"damaged or not a dpuprof recording ({_first_line(err)})")
+        with tempfile.TemporaryDirectory(prefix="dpuprof-") as tmp:
+            copy = Path(tmp) / "recording.rec"
+            try:
+                shutil.copyfile(path, copy)
+                shutil.copyfile(journal, copy.with_name(copy.name + "-journal"))
+            except OSError as oerr:
+                _fail(path, f"cannot recover the unfinished last interval ({oerr.strerror or oerr})")
+            return _load(path, copy, writable=True)
+    return _load(path, path)
+
+
+def _is_hot_journal_error(err) -> bool:
+    """SQLite cannot roll a hot journal back through a read-only connection."""
+    return getattr(err, "sqlite_errorname", "") == "SQLITE_READONLY_ROLLBACK" or "readonly" in str(err)
+
+
+def _connect(path: Path, source: Path, writable: bool = False):
+    uri = "file:" + urllib.parse.quote(str(source.resolve())) + ("" if writable else "?mode=ro")
+    try:
+        return sqlite3.connect(uri, uri=True)
+    except sqlite3.Error as err:
+        _fail(path, f"cannot open recording: {_first_line(err)}")
+
+
+def _read_meta(path: Path, source: Path, writable: bool = False):
+    db = _connect(path, source, writable)
+    try:
+        return db.execute("SELECT key, value FROM meta").fetchall()
+    finally:
+        db.close()
+
+
+def _load(path: Path, source: Path, writable: bool = False) -> Recording:
+    """Read ``source`` (``path`` itself, or a private copy of it) and name ``path`` in errors."""
+    import pandas as pd
+
+    db = _connect(path, source, writable)
     try:
         try:
             rows = db.execute("SELECT key, value FROM meta").fetchall()
         except sqlite3.DatabaseError as err:
-            _fail(path, f"damaged or not a dpuprof recording ({err})")
+            _fail(path, f"damaged or not a dpuprof recording ({_first_line(err)})")
         meta = {}
         for key, value in rows:
             if not isinstance(key, str) or not isinstance(value, str):
                 _fail(path, "damaged metadata (non-text key or value)")
             try:
-                meta[key] = json.loads(value, parse_constant=_reject_constant)
-            except ValueError as err:
-                _fail(path, f"damaged metadata value for {key!r} ({err})")
+                meta[key] = json.loads(value, parse_constant=_reject_constant, parse_float=_finite_float)
+            except (ValueError, RecursionError) as err:
+                _fail(path, f"damaged metadata value for {key!r} ({_first_line(err)})")
         version = meta.get("schema_version")
         if not isinstance(version, int) or isinstance(version, bool):
             _fail(path, "no schema_version in metadata: not a dpuprof recording")
@@ -116,6 +166,7 @@ def load(path: str | os.PathLike) -> Recording:
                         f"(up to {SCHEMA_VERSION}); upgrade dpuprof")
         if version not in READABLE_VERSIONS:
             _fail(path, f"unsupported schema version {version} (readable: {READABLE_VERSIONS})")
+        _check_meta(path, meta)
         frames = {}
         for table, cols in TABLES.items():
             try:
@@ -132,6 +183,59 @@ def _reject_constant(name):
     raise ValueError(f"{name} is not allowed")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is out of range")
+    return value
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) <= MAX_ABS
+
+
+def _is_text_list(v) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+def _is_text_map(v) -> bool:
+    return isinstance(v, dict) and all(isinstance(x, str) for x in v.values())
+
+
+#: The metadata keys the readers use, with the check their value must pass (None is always
+#: allowed: an absent value). Unknown keys are kept as they are.
+_META_CHECKS = {
+    "complete": (lambda v: isinstance(v, bool), "true or false"),
+    "category_split": (lambda v: isinstance(v, bool), "true or false"),
+    "sample_freq_hz": (lambda v: _is_number(v) and v >= 0, "a number >= 0"),
+    "interval_s": (lambda v: _is_number(v) and v >= 0, "a number >= 0"),
+    "start_time": (_is_number, "a number"),
+    "end_time": (_is_number, "a number"),
+    "cpu_count": (lambda v: _is_number(v) and v == int(v) and 0 <= v <= 1 << 20, "a whole number of CPUs"),
+    "exit_code": (lambda v: isinstance(v, int) and not isinstance(v, bool) and abs(v) <= 1 << 31, "a whole number"),
+    "root_pid": (lambda v: isinstance(v, int) and not isinstance(v, bool) and abs(v) <= 1 << 31, "a whole number"),
+    "recorder_pid": (lambda v: isinstance(v, int) and not isinstance(v, bool) and abs(v) <= 1 << 31, "a whole number"),
+    "command": (_is_text_list, "a list of strings"),
+    "probes_used": (_is_text_list, "a list of strings"),
+    "probes_unavailable": (_is_text_map, "a map of probe names to reasons"),
+    **{key: (lambda v: isinstance(v, str), "text")
+       for key in ("mode", "host", "kernel", "cpu_model", "dpuprof_version", "cwd", "user", "error", "arch",
+                   "kernel_version", "python")},
+}
+
+
+def _check_meta(path, meta: dict) -> None:
+    for key, (ok, what) in _META_CHECKS.items():
+        value = meta.get(key)
+        if value is not None and not ok(value):
+            _fail(path, f"damaged metadata: {key} must be {what}, got {_short(value)}")
+
+
+def _short(value) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _first_line(err) -> str:
     return str(err).splitlines()[0] if str(err) else type(err).__name__
 
@@ -145,10 +249,11 @@ def _check_types(path, table, df):
                 _fail(path, f"damaged table {table}: column {col} holds non-text values")
             df[col] = df[col].fillna("")
             continue
-        num = pd.to_numeric(df[col], errors="coerce")
-        bad = num.isna() & df[col].notna()
-        if bad.any() or (num.abs() == math.inf).any():
+        if not df[col].map(lambda v: v is None or (isinstance(v, (int, float)) and v == v)).all():
             _fail(path, f"damaged table {table}: column {col} holds non-numeric values")
+        num = pd.to_numeric(df[col], errors="coerce")
+        if (num.abs() > MAX_ABS).any():
+            _fail(path, f"damaged table {table}: column {col} holds values out of range (beyond 2**53)")
         if col not in ("ppid", "first_seen", "last_seen", "util_pct", "mem_used_bytes") and num.isna().any():
             _fail(path, f"damaged table {table}: column {col} has missing values")
         if col in ("samples", "cpu_s", "bytes", "ios", "count", "packets", "calls", "time_ns",

@@ -53,11 +53,17 @@ class RecordingWriter:
     def __init__(self, path: str | os.PathLike, meta: dict, owner: tuple[int, int] | None = None):
         self.path = Path(path)
         _create_exclusive(self.path, owner)
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=DELETE")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(DDL)
-        self.set_meta(schema_version=SCHEMA_VERSION, complete=False, **meta)
+        try:
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=DELETE")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(DDL)
+            self.set_meta(schema_version=SCHEMA_VERSION, complete=False, **meta)
+        except sqlite3.Error as err:  # disk full, I/O error: no half-made file is left behind
+            if getattr(self, "_db", None) is not None:
+                self._db.close()
+            self.path.unlink(missing_ok=True)
+            raise UserError(f"cannot write {self.path} ({err})") from None
 
     def _tx(self):
         return _Transaction(self._db)
@@ -113,5 +119,21 @@ class _Transaction:
         self._db.execute("BEGIN IMMEDIATE")
 
     def __exit__(self, exc_type, exc, tb):
-        self._db.execute("ROLLBACK" if exc_type else "COMMIT")
+        if exc_type is None:
+            try:
+                self._db.execute("COMMIT")
+            except sqlite3.Error:
+                self._rollback()
+                raise
+        else:
+            self._rollback()
         return False
+
+    def _rollback(self):
+        # After SQLITE_FULL or an I/O error SQLite may have rolled back already; a failing
+        # ROLLBACK must not hide the error that caused it.
+        if self._db.in_transaction:
+            try:
+                self._db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass

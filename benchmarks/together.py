@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Start several tools together, wait for each, and write each tool's own CPU time as ground truth.
+
+    together.py SPEC.json RESULT.json
+
+SPEC is ``{"tools": [{"name", "cmd": [...], "delay_s": 0, "stop_after_s": null}, ...]}``: tools
+start in order, each ``delay_s`` after the previous one (an iperf3 server before its client);
+``stop_after_s`` sends SIGINT that long after the tool started (for tools without a duration flag).
+Each tool's stdout goes to a file whose text lands in RESULT.
+
+The ground truth is the kernel's own CPU accounting of each tool, read with ``os.wait4`` when it
+exits: ``ru_utime`` and ``ru_stime`` are the values /proc/PID/stat shows as utime and stime (plus
+those of the tool's children it reaped), complete up to the tool's last instruction. This wrapper is
+small on purpose: it runs under ``dpuprof record`` and ``perf record`` like the tools, and its own
+CPU (a few ms) belongs to no tool.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+
+def main(spec_path: str, result_path: str) -> int:
+    with open(spec_path) as fh:
+        spec = json.load(fh)
+    procs: dict[int, dict] = {}
+    outdir = tempfile.mkdtemp(prefix="together-")
+    timers = []
+    for i, tool in enumerate(spec["tools"]):
+        time.sleep(float(tool.get("delay_s", 0)))
+        out = open(os.path.join(outdir, f"{i}.out"), "w+")
+        popen = subprocess.Popen(tool["cmd"], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        # Keep the Popen object: a collected one could be reaped by subprocess's clean-up before wait4.
+        procs[popen.pid] = {"name": tool["name"], "pid": popen.pid, "start": time.time(), "out": out,
+                            "popen": popen}
+        if tool.get("stop_after_s"):
+            t = threading.Timer(float(tool["stop_after_s"]), _signal, (popen.pid, signal.SIGINT))
+            t.daemon = True
+            t.start()
+            timers.append(t)
+    results = []
+    left = set(procs)
+    while left:
+        pid, status, ru = os.wait4(-1, 0)
+        if pid not in left:
+            continue
+        left.discard(pid)
+        info = procs[pid]
+        info["out"].seek(0)
+        text = info["out"].read()
+        info["out"].close()
+        results.append({
+            "name": info["name"], "pid": pid,
+            "utime_s": ru.ru_utime, "stime_s": ru.ru_stime, "cpu_s": ru.ru_utime + ru.ru_stime,
+            "wall_s": time.time() - info["start"],
+            "rc": os.waitstatus_to_exitcode(status), "stdout": text[-20000:],
+        })
+    for t in timers:
+        t.cancel()
+    with open(result_path, "w") as fh:
+        json.dump({"tools": results}, fh)
+    return 0 if all(r["rc"] in (0, -signal.SIGINT, 130) for r in results) else 1
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
