@@ -9,6 +9,7 @@ tests can classify stacks captured from real recordings.
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import re
 import tomllib
 from dataclasses import dataclass
@@ -54,6 +55,7 @@ class Classifier:
         else:
             text = Path(rules_path).read_text()
         self.rules = [self._rule(r) for r in tomllib.loads(text)["rule"]]
+        self.digest = hashlib.sha256(text.encode()).hexdigest()  # which rules classified a recording
         self._kernel = lru_cache(maxsize=65536)(self._match_kernel)
         self._user = lru_cache(maxsize=65536)(self._match_user)
 

@@ -141,6 +141,7 @@ class Recorder:
             "probes_used": ["psutil"] + self.used, "probes_unavailable": self.unavailable,
             "recorder_pid": os.getpid(), "user": self.user.name if self.user else None,
             "gpu": gpu.describe(),
+            "rules_sha256": None if opts.psutil_only else self.samples.classifier.digest,
         }
         writer = RecordingWriter(opts.output, meta, owner)
         status = StatusLine(quiet=opts.quiet)

@@ -249,7 +249,9 @@ def _check_types(path, table, df):
                 _fail(path, f"damaged table {table}: column {col} holds non-text values")
             df[col] = df[col].fillna("")
             continue
-        if not df[col].map(lambda v: v is None or (isinstance(v, (int, float)) and v == v)).all():
+        # pandas reads SQL NULL in a numeric column as NaN (SQLite itself stores NaN as NULL), so
+        # NaN is "missing" here; whether missing is allowed is checked below per column.
+        if not df[col].map(lambda v: v is None or isinstance(v, (int, float))).all():
             _fail(path, f"damaged table {table}: column {col} holds non-numeric values")
         num = pd.to_numeric(df[col], errors="coerce")
         if (num.abs() > MAX_ABS).any():

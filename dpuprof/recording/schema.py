@@ -9,7 +9,8 @@ consistent up to its last committed interval.
   schema_version, dpuprof_version, host, kernel, cpu_model, cpu_count, nic_speeds_mbps,
   command (list), cwd, start_time, end_time (unix s; end_time absent if cut short), complete (bool),
   exit_code, mode ("bpf" or "psutil"), sample_freq_hz, interval_s, probes_used (list),
-  probes_unavailable ({probe: reason}), category_split (bool), root_pid, recorder_pid, user, gpu.
+  probes_unavailable ({probe: reason}), category_split (bool), root_pid, recorder_pid, user, gpu,
+  rules_sha256 (of the classification rules used).
 """
 
 SCHEMA_VERSION = 1

@@ -36,7 +36,8 @@ def summarize(rec: Recording) -> dict:
     duration_s, command, schema_version, complete, mode, category_split, sample_freq_hz,
     host_cpu {total_s, idle_s, by_category, by_subcategory, cpu_times},
     workload_cpu {total_s, by_category, by_subcategory, proc_cpu_s},
-    processes [{pid, ppid, comm, cpu_s, by_category}], io {...}, net {...}, lost_samples, lost.
+    processes [{pid, ppid, comm, cpu_s, by_category}], io {...}, net {...}, softirq_s {vector: s},
+    lost_samples, lost.
     """
     split = rec.category_split
     cat = rec.table("cpu_category")
@@ -109,9 +110,19 @@ def summarize(rec: Recording) -> dict:
         "processes": processes,
         "io": _io(rec),
         "net": _net(rec),
+        "softirq_s": _softirq(rec),
         "lost_samples": int(sum(v for k, v in lost.items() if k.startswith("samples"))),
         "lost": lost,
     }
+
+
+def _softirq(rec: Recording) -> dict[str, float]:
+    """Exact softirq seconds per vector (all CPUs), from irq:softirq_entry/exit."""
+    sirq = rec.table("softirq")
+    if sirq.empty:
+        return {}
+    by_vec = sirq.groupby("vector")["time_ns"].sum().sort_values(ascending=False)
+    return {k: round(float(v) / 1e9, 6) for k, v in by_vec.items()}
 
 
 def _io(rec: Recording) -> dict:
