@@ -6,7 +6,7 @@
 SPEC is ``{"tools": [{"name", "cmd": [...], "delay_s": 0, "stop_after_s": null}, ...]}``: tools
 start in order, each ``delay_s`` after the previous one (an iperf3 server before its client);
 ``stop_after_s`` sends SIGINT that long after the tool started (for tools without a duration flag).
-Each tool's stdout goes to a file whose text lands in RESULT.
+Each tool's output goes to a file whose text lands in RESULT (``"stdout": "null"`` discards stdout).
 
 The ground truth is the kernel's own CPU accounting of each tool, read with ``os.wait4`` when it
 exits: ``ru_utime`` and ``ru_stime`` are the values /proc/PID/stat shows as utime and stime (plus
@@ -36,10 +36,11 @@ def main(spec_path: str, result_path: str) -> int:
     for i, tool in enumerate(spec["tools"]):
         time.sleep(float(tool.get("delay_s", 0)))
         out = open(os.path.join(outdir, f"{i}.out"), "w+")
-        popen = subprocess.Popen(tool["cmd"], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        sink = subprocess.DEVNULL if tool.get("stdout") == "null" else out
+        popen = subprocess.Popen(tool["cmd"], stdout=sink, stderr=out, stdin=subprocess.DEVNULL)
         # Keep the Popen object: a collected one could be reaped by subprocess's clean-up before wait4.
         procs[popen.pid] = {"name": tool["name"], "pid": popen.pid, "start": time.time(), "out": out,
-                            "popen": popen}
+                            "popen": popen, "stopped": bool(tool.get("stop_after_s"))}
         if tool.get("stop_after_s"):
             t = threading.Timer(float(tool["stop_after_s"]), _signal, (popen.pid, signal.SIGINT))
             t.daemon = True
@@ -60,13 +61,14 @@ def main(spec_path: str, result_path: str) -> int:
             "name": info["name"], "pid": pid,
             "utime_s": ru.ru_utime, "stime_s": ru.ru_stime, "cpu_s": ru.ru_utime + ru.ru_stime,
             "wall_s": time.time() - info["start"],
-            "rc": os.waitstatus_to_exitcode(status), "stdout": text[-20000:],
+            "rc": os.waitstatus_to_exitcode(status), "stopped": info["stopped"], "stdout": text[-20000:],
         })
     for t in timers:
         t.cancel()
     with open(result_path, "w") as fh:
         json.dump({"tools": results}, fh)
-    return 0 if all(r["rc"] in (0, -signal.SIGINT, 130) for r in results) else 1
+    # A tool we stopped with SIGINT may exit with any status.
+    return 0 if all(r["rc"] == 0 or r["stopped"] for r in results) else 1
 
 
 def _signal(pid: int, sig: int) -> None:

@@ -623,8 +623,6 @@ def train(rank: int, world: int, args, data_path: str, local_rank: int = 0) -> d
             opt.step()
             opt.zero_grad(set_to_none=True)
             steps += 1
-            if os.environ.get("TRAIN_DDP_DEBUG"):
-                log(f"rank {rank} step {steps} t={time.perf_counter() - t0:.3f}")
             if args.steps is not None and steps >= args.steps:
                 break
             if args.duration is not None:

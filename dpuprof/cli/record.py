@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from dpuprof.record.child import KILL_AFTER_S, TERM_AFTER_S
+from dpuprof.record.child import KILL_AFTER_S, TERM_AFTER_S, block_signals
 
 EPILOG = """\b
 Examples:
@@ -55,6 +55,7 @@ def record(output, freq_hz, interval_s, probes, quiet, as_root, term_after_s, ki
     """
     from pathlib import Path
 
+    block_signals()  # from here on a stop signal is taken by the recorder, never lost half-way
     from dpuprof.record.recorder import Options
     from dpuprof.record.recorder import record as run_record
 

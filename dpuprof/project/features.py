@@ -20,6 +20,9 @@ import pandas as pd
 from dpuprof.categories import IDLE, top_level
 from dpuprof.project.inputs import ProjectionInput
 
+#: sock_io protocols that travel over IP (the recorder writes other families' numbers, e.g. "0" for unix).
+IP_PROTOCOLS = ("tcp", "udp", "sctp", "mptcp", "udplite")
+
 # --------------------------------------------------------------------------------- CPU demand
 
 
@@ -176,15 +179,14 @@ class Features:
 
     @cached_property
     def sockets(self) -> dict:
-        """Socket payload: workload and host bytes and calls (TCP if present, else all protocols)."""
+        """Socket payload: workload and host bytes and calls (TCP if present, else all IP protocols)."""
         sock = self.inp.table("sock_io")
         out = {"wl_bytes": 0.0, "all_bytes": 0.0, "wl_calls": 0.0, "wl_send_calls": 0.0,
                "wl_send_bytes": 0.0, "all_send_bytes": 0.0, "senders": 0, "protocol": None}
         if sock.empty:
             return out
         proto = "tcp" if (sock["protocol"] == "tcp").any() else None
-        if proto:
-            sock = sock[sock["protocol"] == proto]
+        sock = sock[sock["protocol"] == proto] if proto else sock[sock["protocol"].isin(IP_PROTOCOLS)]
         wl = sock[sock["pid"].isin(self.inp.workload_pids)]
         send = wl[wl["direction"] == "send"]
         senders = send.groupby("pid")["bytes"].sum()
@@ -192,12 +194,14 @@ class Features:
                    wl_calls=float(wl["calls"].sum()), wl_send_calls=float(send["calls"].sum()),
                    wl_send_bytes=float(send["bytes"].sum()),
                    all_send_bytes=float(sock.loc[sock["direction"] == "send", "bytes"].sum()),
-                   senders=int((senders > 0).sum()), protocol=proto or "all")
+                   senders=int((senders > 0).sum()), protocol=proto or "ip")
         return out
 
     @cached_property
     def _socket_pids(self) -> set:
+        """Processes that moved IP socket payload (unix-domain sockets never reach a NIC)."""
         sock = self.inp.table("sock_io")
+        sock = sock[sock["protocol"].isin(IP_PROTOCOLS)]
         if sock.empty:
             return set()
         per = sock.groupby("pid")["bytes"].sum()

@@ -105,7 +105,7 @@ def load(path: str | os.PathLike) -> Recording:
     journal = path.with_name(path.name + "-journal")
     try:
         _read_meta(path, path)
-    except sqlite3.Error as err:
+    except (sqlite3.Error, UnicodeDecodeError) as err:  # SQLite's message about a damaged file may not be UTF-8
         if not (_is_hot_journal_error(err) and journal.is_file()):
             _fail(path, f"damaged or not a dpuprof recording ({_first_line(err)})")
         with tempfile.TemporaryDirectory(prefix="dpuprof-") as tmp:
@@ -127,9 +127,15 @@ def _is_hot_journal_error(err) -> bool:
 def _connect(path: Path, source: Path, writable: bool = False):
     uri = "file:" + urllib.parse.quote(str(source.resolve())) + ("" if writable else "?mode=ro")
     try:
-        return sqlite3.connect(uri, uri=True)
+        db = sqlite3.connect(uri, uri=True)
     except sqlite3.Error as err:
         _fail(path, f"cannot open recording: {_first_line(err)}")
+    db.text_factory = _text  # damaged text is shown with U+FFFD, never a UnicodeDecodeError
+    return db
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
 
 
 def _read_meta(path: Path, source: Path, writable: bool = False):
@@ -148,7 +154,7 @@ def _load(path: Path, source: Path, writable: bool = False) -> Recording:
     try:
         try:
             rows = db.execute("SELECT key, value FROM meta").fetchall()
-        except sqlite3.DatabaseError as err:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as err:
             _fail(path, f"damaged or not a dpuprof recording ({_first_line(err)})")
         meta = {}
         for key, value in rows:
@@ -169,9 +175,12 @@ def _load(path: Path, source: Path, writable: bool = False) -> Recording:
         _check_meta(path, meta)
         frames = {}
         for table, cols in TABLES.items():
+            if table == "stacks":
+                frames[table] = _read_stacks(path, db)
+                continue
             try:
                 df = pd.read_sql_query(f"SELECT {', '.join(cols)} FROM {table}", db)
-            except (sqlite3.DatabaseError, pd.errors.DatabaseError) as err:
+            except (sqlite3.DatabaseError, pd.errors.DatabaseError, UnicodeDecodeError) as err:
                 _fail(path, f"damaged table {table} ({_first_line(err)})")
             frames[table] = _check_types(path, table, df)
     finally:
@@ -207,8 +216,8 @@ def _is_text_map(v) -> bool:
 _META_CHECKS = {
     "complete": (lambda v: isinstance(v, bool), "true or false"),
     "category_split": (lambda v: isinstance(v, bool), "true or false"),
-    "sample_freq_hz": (lambda v: _is_number(v) and v >= 0, "a number >= 0"),
-    "interval_s": (lambda v: _is_number(v) and v >= 0, "a number >= 0"),
+    "sample_freq_hz": (lambda v: _is_number(v) and (v == 0 or 1 <= v <= 1e6), "0 or a frequency of 1 to 1e6 Hz"),
+    "interval_s": (lambda v: _is_number(v) and 0 <= v <= 86400, "a number of seconds from 0 to 86400"),
     "start_time": (_is_number, "a number"),
     "end_time": (_is_number, "a number"),
     "cpu_count": (lambda v: _is_number(v) and v == int(v) and 0 <= v <= 1 << 20, "a whole number of CPUs"),
@@ -222,6 +231,30 @@ _META_CHECKS = {
        for key in ("mode", "host", "kernel", "cpu_model", "dpuprof_version", "cwd", "user", "error", "arch",
                    "kernel_version", "python")},
 }
+
+
+def _read_stacks(path, db):
+    """The stacks table with ``folded`` text rebuilt from ``frames`` (see schema)."""
+    import pandas as pd
+
+    try:
+        names = dict(db.execute("SELECT frame_id, name FROM frames").fetchall())
+        rows = db.execute("SELECT stack_id, frame_ids, category, subcategory FROM stacks").fetchall()
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as err:
+        _fail(path, f"damaged table stacks ({_first_line(err)})")
+    out = []
+    for stack_id, frame_ids, category, subcategory in rows:
+        if not isinstance(stack_id, int) or not isinstance(frame_ids, str) \
+                or not isinstance(category, str) or not isinstance(subcategory, str):
+            _fail(path, "damaged table stacks: wrong value types")
+        try:
+            folded = ";".join(names[int(i)] for i in frame_ids.split())
+        except (KeyError, ValueError, TypeError):
+            _fail(path, f"damaged table stacks: stack {stack_id} names a missing frame")
+        if not isinstance(folded, str):
+            _fail(path, "damaged table frames: non-text frame")
+        out.append((stack_id, folded, category, subcategory))
+    return pd.DataFrame(out, columns=list(TABLES["stacks"]))
 
 
 def _check_meta(path, meta: dict) -> None:
@@ -253,9 +286,9 @@ def _check_types(path, table, df):
         # NaN is "missing" here; whether missing is allowed is checked below per column.
         if not df[col].map(lambda v: v is None or isinstance(v, (int, float))).all():
             _fail(path, f"damaged table {table}: column {col} holds non-numeric values")
-        num = pd.to_numeric(df[col], errors="coerce")
-        if (num.abs() > MAX_ABS).any():
+        if not df[col].map(lambda v: v is None or v != v or abs(v) <= MAX_ABS).all():  # exact, before floats round
             _fail(path, f"damaged table {table}: column {col} holds values out of range (beyond 2**53)")
+        num = pd.to_numeric(df[col], errors="coerce")
         if col not in ("ppid", "first_seen", "last_seen", "util_pct", "mem_used_bytes") and num.isna().any():
             _fail(path, f"damaged table {table}: column {col} has missing values")
         if col in ("samples", "cpu_s", "bytes", "ios", "count", "packets", "calls", "time_ns",

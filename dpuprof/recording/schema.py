@@ -32,10 +32,13 @@ CREATE TABLE IF NOT EXISTS processes (
 CREATE TABLE IF NOT EXISTS cpu_category (
     interval INTEGER NOT NULL, pid INTEGER NOT NULL, category TEXT NOT NULL,
     subcategory TEXT NOT NULL, samples INTEGER NOT NULL, cpu_s REAL NOT NULL);
--- Folded stacks (root first, ';'-separated; kernel frames end in "_[k]", user frames are
--- "symbol (module)") and how they were classified.
+-- Stack frames, each text stored once: kernel frames end in "_[k]", user frames are
+-- "symbol (module)".
+CREATE TABLE IF NOT EXISTS frames (frame_id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+-- Stacks as space-separated frame_ids, root first, and how they were classified. Readers get
+-- them as folded text (frame names joined with ';'), the flamegraph.pl convention.
 CREATE TABLE IF NOT EXISTS stacks (
-    stack_id INTEGER PRIMARY KEY, folded TEXT NOT NULL UNIQUE,
+    stack_id INTEGER PRIMARY KEY, frame_ids TEXT NOT NULL,
     category TEXT NOT NULL, subcategory TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS stack_samples (
     interval INTEGER NOT NULL, pid INTEGER NOT NULL, stack_id INTEGER NOT NULL,
@@ -84,7 +87,8 @@ CREATE TABLE IF NOT EXISTS lost (
     interval INTEGER NOT NULL, kind TEXT NOT NULL, count INTEGER NOT NULL);
 """
 
-#: Tables the reader exposes as DataFrames, with their columns.
+#: Tables the reader exposes as DataFrames, with their columns. ``stacks`` is assembled from the
+#: stored ``stacks`` and ``frames`` tables, with ``folded`` in place of ``frame_ids``.
 TABLES = {
     "intervals": ("interval", "t_start", "t_end"),
     "processes": ("pid", "ppid", "comm", "cmdline", "in_workload", "first_seen", "last_seen"),

@@ -53,6 +53,7 @@ class RecordingWriter:
     def __init__(self, path: str | os.PathLike, meta: dict, owner: tuple[int, int] | None = None):
         self.path = Path(path)
         _create_exclusive(self.path, owner)
+        self._frame_ids: dict[str, int] = {}
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=DELETE")
@@ -94,7 +95,7 @@ class RecordingWriter:
                     processes,
                 )
             if stacks:
-                self._db.executemany("INSERT OR IGNORE INTO stacks VALUES (?,?,?,?)", stacks)
+                self._write_stacks(stacks)
             for table, rows in tables.items():
                 if not rows:
                     continue
@@ -103,6 +104,21 @@ class RecordingWriter:
                 self._db.executemany(
                     f"INSERT INTO {table} VALUES ({marks})", [(interval, *row) for row in rows]
                 )
+
+    def _write_stacks(self, stacks) -> None:
+        """Store each frame's text once and stacks as frame ids (a third of the folded size)."""
+        new_frames, rows = [], []
+        for stack_id, folded, category, subcategory in stacks:
+            ids = []
+            for name in folded.split(";") if folded else []:
+                fid = self._frame_ids.get(name)
+                if fid is None:
+                    fid = self._frame_ids[name] = len(self._frame_ids) + 1
+                    new_frames.append((fid, name))
+                ids.append(str(fid))
+            rows.append((stack_id, " ".join(ids), category, subcategory))
+        self._db.executemany("INSERT INTO frames VALUES (?, ?)", new_frames)
+        self._db.executemany("INSERT OR IGNORE INTO stacks VALUES (?,?,?,?)", rows)
 
     def close(self, **final_meta) -> None:
         """Write the final metadata (``complete=True`` unless given) and close the file."""

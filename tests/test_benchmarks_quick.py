@@ -1,0 +1,69 @@
+"""The benchmark suite's smoke run (`benchmarks/run.py --quick`): the harness runs end to end and
+writes RESULTS.md with every section. No timing is asserted (CI machines are noisy); the accuracy
+checks below are ratios of CPU seconds, which do not depend on load."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from conftest import PYTHON, REPO
+
+pytestmark = pytest.mark.root
+
+SECTIONS = ("## Machine", "## Targets", "## 1. Accuracy", "## 2. Overhead", "## 3. Output size",
+            "## 4a. Start-up", "## 5. Report time", "## Commands")
+# The dominant category's share of each single-purpose tool's CPU, as dpuprof measures it, must at
+# least reach these floors even in a short run with few samples (full runs: benchmarks/RESULTS.md).
+# zstd is left out: the Debian zstd CLI links libzstd statically and is stripped, which the rules do
+# not yet recognise as compression (RESULTS.md reports it as a missed target).
+SHARE_FLOORS = {"iperf3": 0.60, "openssl": 0.80, "fio": 0.50, "pigz": 0.80}
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    proc = subprocess.run([PYTHON, str(REPO / "benchmarks" / "run.py"), "--quick", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out, json.loads((out / "results.json").read_text()), (out / "RESULTS.md").read_text()
+
+
+def test_writes_every_section(quick_run):
+    _, results, md = quick_run
+    for section in SECTIONS:
+        assert section in md, section
+    ids = {t["id"] for t in results["targets"]}
+    assert ids == {"accuracy_ratio", "accuracy_pp", "overhead_train", "overhead_iperf3", "size_ratio",
+                   "startup_s", "rss_mb", "report_time"}
+    # Every target row is in the table, and the command to reproduce is written down.
+    for t in results["targets"]:
+        assert t["name"] in md
+    assert "python3 benchmarks/run.py --quick" in md
+    # No timing is judged in quick mode.
+    assert all(t["met"] is None for t in results["targets"]
+               if t["id"] in ("overhead_train", "overhead_iperf3", "startup_s", "rss_mb", "report_time"))
+
+
+def test_measured_every_tool_and_condition(quick_run):
+    _, results, _ = quick_run
+    tools = {r["tool"] for r in results["accuracy"]["table"]}
+    assert tools == {"iperf3", "openssl", "fio", "pigz", "zstd"}
+    for wl in ("ddp", "iperf3", "fio"):
+        conds = results["overhead"][wl]["conditions"]
+        assert {"bare", "dpuprof"} <= set(conds)
+        assert all(v["median"] > 0 for v in conds.values()), (wl, conds)
+    assert results["long"]["rec_bytes"] > 0 and results["long"]["perf_bytes"] > 0
+    assert results["startup"]["dpuprof"]["median_s"] > 0
+
+
+def test_accuracy_ratios(quick_run):
+    _, results, _ = quick_run
+    for row in results["accuracy"]["table"]:
+        # Each tool's CPU seconds in dpuprof add up to the kernel's own accounting of it (wait4).
+        assert row["ratio_total"] == pytest.approx(1.0, abs=0.10), row
+        floor = SHARE_FLOORS.get(row["tool"])
+        if floor is not None:
+            assert row["dp_share_cat"] >= floor, row
