@@ -24,10 +24,10 @@ TARGETS = {
 TIMED = ("overhead_train", "overhead_iperf3", "startup_s", "report_time")
 
 
-def _f(x, nd=2, suffix=""):
+def _f(x, nd=2, suffix="", sign=False):
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "n/a"
-    return f"{x:.{nd}f}{suffix}"
+    return f"{x:{'+' if sign else ''}.{nd}f}{suffix}"
 
 
 def _pct(x, nd=1):
@@ -73,8 +73,9 @@ def evaluate(res: dict) -> list[dict]:
         out.append({
             "id": key, "name": f"slowdown of {'DDP steps/s' if wl == 'ddp' else 'iperf3 loopback throughput'}",
             "target": f"≤ {target:g} %",
-            "measured": f"{_f(dp['slowdown_pct'], 1, ' %')} (per-round range {_spread(dp)}; {ov[wl]['rounds']} rounds)",
-            "perf": f"{_f(pf['slowdown_pct'], 1, ' %')} ({_spread(pf)})" if pf else "not run in --quick",
+            "measured": f"{_f(dp['slowdown_pct'], 1, ' %')} (per-round range {_spread(dp)}; {ov[wl]['rounds']} rounds)"
+                        + _cost_note(dp),
+            "perf": f"{_f(pf['slowdown_pct'], 1, ' %')} ({_spread(pf)})" + _cost_note(pf) if pf else "not run in --quick",
             "met": dp["slowdown_pct"] <= target,
             "why": _why_overhead(res, wl, target) if dp["slowdown_pct"] > target else None,
         })
@@ -129,6 +130,12 @@ def evaluate(res: dict) -> list[dict]:
     return out
 
 
+def _cost_note(cond: dict) -> str:
+    if cond.get("cpu_cost_pct") is None:
+        return ""
+    return f"; CPU per {cond['work_unit'].rstrip('s') if cond['work_unit'] == 'steps' else cond['work_unit']} {_f(cond['cpu_cost_pct'], 1, ' %', sign=True)}"
+
+
 def _spread(cond: dict) -> str:
     return f"{_f(100 * (1 - cond['ratio_max']), 1)} to {_f(100 * (1 - cond['ratio_min']), 1)} %"
 
@@ -178,10 +185,12 @@ def _why_pp(bad: list[dict]) -> str:
         sigma = 100 * math.sqrt(max(p * (1 - p), 1e-9) / n)
         parts.append(f"**{r['tool']}** ({r['kind']}): {r['pp_vs_perf_category']} differs by "
                      f"{_f(r['pp_vs_perf'], 1)} pp; perf had {int(n)} samples of the tool, so its own sampling "
-                     f"error is ±{_f(sigma, 1)} pp (1 σ), and dpuprof's is similar. dpuprof weights each sample "
-                     f"by the CPU time since the previous one and scales to the kernel's exact run time, which "
-                     f"perf does not: where the timer is held off (interrupts disabled, VM exits), perf "
-                     f"under-counts. To close: longer runs or a higher frequency (-F 499) shrink the noise.")
+                     f"error is ±{_f(sigma, 1)} pp (1 σ), and dpuprof's, sampling at the same rate, is "
+                     f"similar, so a difference of twice that is noise. Beyond noise, dpuprof scales each "
+                     f"process's sampled mix to its exact CPU time (sched_switch and /proc), while perf's "
+                     f"weights are sample counts, which the timer under-counts where it is held off "
+                     f"(interrupts disabled, VM exits); a tool of several processes then mixes differently. "
+                     f"To close: longer runs or a higher frequency (-F 499) shrink the noise.")
     return " ".join(parts)
 
 
@@ -382,16 +391,29 @@ def _render_overhead(res: dict, add) -> None:
     add("")
     names = {"ddp": "DDP training (train_ddp.py --variant plain)", "iperf3": "iperf3 -c 127.0.0.1",
              "fio": "fio 4 KiB O_DIRECT randread (psync)"}
-    add("| workload | condition | median | slowdown | range | incremental over cpu_sample+proc_tree | recorder CPU |")
-    add("|---|---|---|---|---|---|---|")
+    add("| workload | condition | median | slowdown | range | incremental over cpu_sample+proc_tree | "
+        "CPU per unit of work | its change | recorder CPU |")
+    add("|---|---|---|---|---|---|---|---|---|")
     for wl in ("ddp", "iperf3", "fio"):
         d = ov[wl]
         for cond, v in d["conditions"].items():
             label = cond.replace("probes:", "dpuprof --probes ")
             inc = _f(v.get("incremental_pct"), 1, " %") if "incremental_pct" in v else ""
+            cost = (f"{_f(v['cpu_per_unit'], 3)} s/{v['work_unit'].rstrip('s') if v['work_unit'] == 'steps' else v['work_unit']}"
+                    if v.get("cpu_per_unit") is not None else "n/a")
             add(f"| {names[wl]} ({d['rounds']} rounds) | {label} | {_f(v['median'], 3)} {d['unit']} | "
                 f"{'—' if cond == 'bare' else _f(v['slowdown_pct'], 1, ' %')} | "
-                f"{'' if cond == 'bare' else _spread(v)} | {inc} | {_f(v.get('recorder_cpu_pct'), 1, ' %')} |")
+                f"{'' if cond == 'bare' else _spread(v)} | {inc} | {cost} | "
+                f"{'—' if cond == 'bare' else _f(v.get('cpu_cost_pct'), 1, ' %', sign=True)} | "
+                f"{'—' if cond == 'bare' else _f(v.get('recorder_cpu_pct'), 1, ' %')} |")
+    add("")
+    add("CPU per unit of work is the `wait4` CPU time of the launched command and everything it reaped "
+        "(the workload's whole process tree, plus the profiler when there is one, less the profiler's "
+        "own start-up before the command began: compiling the probes happens once per recording), divided "
+        "by the work done (GB moved, IOs, optimizer steps; the training's own start-up is included in "
+        "every condition alike). It counts what the profiler costs in CPU — its BPF programs run in the "
+        "workload's context and are charged to it — and it is far less sensitive to other load on the "
+        "machine than throughput, which depends on how much CPU the workload happened to get.")
     add("")
     add("Each probe is measured on the workload whose events it handles (softirq, net_dev and sock_io on "
         "iperf3's packets and calls; block_io on fio's IOs); `cpu_sample` and `proc_tree` are always loaded, "

@@ -67,6 +67,7 @@ class Config:
     long_s: int
     startup_reps: int
     report_runs: int
+    pigz_mb: int = 256
     ddp_extra: list = field(default_factory=list)
 
 
@@ -75,7 +76,7 @@ FULL = Config(quick=False, acc_reps=3, acc_alone_s=6, acc_together_s=10, acc_alo
               startup_reps=5, report_runs=5)
 QUICK = Config(quick=True, acc_reps=1, acc_alone_s=2, acc_together_s=4, acc_alone=False,
                iperf_rounds=1, iperf_s=1, fio_rounds=1, fio_s=1, ddp_rounds=1, ddp_s=3, long_s=6,
-               startup_reps=1, report_runs=1, ddp_extra=["--shards", "4"])
+               startup_reps=1, report_runs=1, pigz_mb=64, ddp_extra=["--shards", "4"])
 
 
 def log(msg: str) -> None:
@@ -184,6 +185,11 @@ class RssSampler(threading.Thread):
         a, b = with_child[0], with_child[-1]
         return 100 * (b[3] - a[3]) / (b[0] - a[0])
 
+    def cpu_before_child(self) -> float:
+        """The process's own CPU time when its command started (the probes' compile, say)."""
+        first = next((x for x in self.samples if x[4]), None)
+        return first[3] if first else (self.samples[-1][3] if self.samples else 0.0)
+
     @property
     def cpu_s(self) -> float:
         return self.samples[-1][3] if self.samples else 0.0
@@ -191,21 +197,34 @@ class RssSampler(threading.Thread):
 
 def run_cmd(cmd: list[str], timeout: float = 900, rss: bool = False, period: float = 0.5,
             **kw) -> tuple[subprocess.CompletedProcess, RssSampler | None]:
+    """Run ``cmd`` to completion. The result also carries ``cpu_s``: the CPU time of the command and
+    every descendant it reaped (``wait4``), e.g. a recorder plus its whole workload."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, **kw)
     sampler = None
     if rss:
         sampler = RssSampler(proc.pid, period)
         sampler.start()
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        raise RuntimeError(f"timed out after {timeout} s: {' '.join(cmd)}") from None
+    chunks: dict[str, str] = {}
+    readers = [threading.Thread(target=lambda n=n, f=f: chunks.__setitem__(n, f.read()), daemon=True)
+               for n, f in (("out", proc.stdout), ("err", proc.stderr))]
+    for r in readers:
+        r.start()
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    _, status, ru = os.wait4(proc.pid, 0)
+    expired = not timer.is_alive()
+    timer.cancel()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    for r in readers:
+        r.join()
     if sampler:
         sampler.stop.set()
         sampler.join()
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err), sampler
+    if expired:
+        raise RuntimeError(f"timed out after {timeout} s: {' '.join(cmd)}")
+    res = subprocess.CompletedProcess(cmd, proc.returncode, chunks.get("out", ""), chunks.get("err", ""))
+    res.cpu_s = ru.ru_utime + ru.ru_stime
+    return res, sampler
 
 
 class BackgroundPerf:
@@ -270,13 +289,19 @@ def accuracy_tools(T: int, port: int, scratch: Path) -> list[Tool]:
         Tool("fio", "storage", "stime", [{"name": "fio", "cmd": fio}],
              "4 KiB O_DIRECT random reads (psync): its kernel time is the read path down to the device"),
         Tool("pigz", "compression", "utime",
-             [{"name": "pigz", "cmd": ["pigz", "-p", "1", "-6", "-c", str(scratch / "pigz.txt")],
+             [{"name": "pigz", "cmd": ["pigz", "-p", "1", "-6", "-c", str(_pigz_input(scratch))],
                "stop_after_s": T, "stdout": "null"}],
              "deflate in libz.so.1 (dynamically linked): its user time is compression"),
         Tool("zstd", "compression", "utime",
              [{"name": "zstd -b", "cmd": ["zstd", "-b3", f"-i{max(1, T // 2)}"]}],
              "zstd's in-memory benchmark (compress, then decompress): its user time is compression"),
     ]
+
+
+def _pigz_input(scratch: Path) -> Path:
+    """The largest pigz input present (the full suite writes 256 MiB, --quick 64 MiB)."""
+    files = sorted(scratch.glob("pigz-*M.txt"), key=lambda p: p.stat().st_size)
+    return files[-1] if files else scratch / "pigz-256M.txt"
 
 
 def _tool_pids(summary: dict, roots: set[int]) -> set[int]:
@@ -433,7 +458,8 @@ def bench_accuracy(cfg: Config, scratch: Path) -> dict:
 class Workload:
     name: str
     unit: str
-    make: callable      # (work dir) -> (cmd, parse(stdout, work) -> metric)
+    make: callable      # (work dir) -> (cmd, parse(stdout) -> (metric, units of work done))
+    work_unit: str = ""
 
 
 def iperf3_pinning() -> tuple[list[str], list[str]]:
@@ -454,12 +480,13 @@ def iperf3_workload(seconds: int) -> Workload:
                                                      "-O", "1", "-t", str(seconds + 1)], "delay_s": 0.5}]}
         (work / "spec.json").write_text(json.dumps(spec))
 
-        def parse(_stdout: str) -> float:
+        def parse(_stdout: str) -> tuple[float, float]:
             tools = json.loads((work / "truth.json").read_text())["tools"]
-            client = next(t for t in tools if t["name"] == "client")
-            return json.loads(client["stdout"])["end"]["sum_received"]["bits_per_second"] / 1e9
+            client = json.loads(next(t for t in tools if t["name"] == "client")["stdout"])
+            gbytes = sum(i["sum"]["bytes"] for i in client["intervals"]) / 1e9  # omitted second included
+            return client["end"]["sum_received"]["bits_per_second"] / 1e9, gbytes
         return [*TOGETHER, str(work / "spec.json"), str(work / "truth.json")], parse
-    return Workload("iperf3", "Gbit/s", make)
+    return Workload("iperf3", "Gbit/s", make, "GB")
 
 
 def fio_workload(seconds: int, scratch: Path) -> Workload:
@@ -468,10 +495,11 @@ def fio_workload(seconds: int, scratch: Path) -> Workload:
                "--direct=1", "--ioengine=psync", "--size=256M", "--time_based", f"--runtime={seconds}",
                "--thread", "--output-format=json"]
 
-        def parse(stdout: str) -> float:
-            return json.loads(stdout[stdout.index("{"):])["jobs"][0]["read"]["iops"] / 1e3
+        def parse(stdout: str) -> tuple[float, float]:
+            read = json.loads(stdout[stdout.index("{"):])["jobs"][0]["read"]
+            return read["iops"] / 1e3, read["total_ios"] / 1e3
         return cmd, parse
-    return Workload("fio", "kIOPS", make)
+    return Workload("fio", "kIOPS", make, "k IOs")
 
 
 def ddp_workload(seconds: int, data: Path, cfg: Config) -> Workload:
@@ -479,11 +507,11 @@ def ddp_workload(seconds: int, data: Path, cfg: Config) -> Workload:
         cmd = [PYTHON, str(ROOT / "examples" / "train_ddp.py"), "--variant", "plain", "--duration",
                str(seconds), "--data-dir", str(data), "--json", *cfg.ddp_extra]
 
-        def parse(stdout: str) -> float:
-            line = [ln for ln in stdout.splitlines() if ln.strip().startswith("{")][-1]
-            return float(json.loads(line)["steps_per_s"])
+        def parse(stdout: str) -> tuple[float, float]:
+            line = json.loads([ln for ln in stdout.splitlines() if ln.strip().startswith("{")][-1])
+            return float(line["steps_per_s"]), float(line["steps"])
         return cmd, parse
-    return Workload("ddp", "steps/s", make)
+    return Workload("ddp", "steps/s", make, "steps")
 
 
 def condition_cmd(cond: str, cmd: list[str], work: Path) -> list[str]:
@@ -502,6 +530,7 @@ def interleaved(workload: Workload, conditions: list[str], rounds: int, scratch:
     """Each round runs every condition once, the order rotated by one each round; per-round ratios
     against the same round's bare run; medians over rounds."""
     metrics = {c: [] for c in conditions}
+    costs = {c: [] for c in conditions}  # CPU s per unit of work, workload and profiler together
     recorder_cpu = {c: [] for c in conditions}  # the recorder's own CPU, % of one core
     for r in range(rounds):
         order = conditions[r % len(conditions):] + conditions[:r % len(conditions)]
@@ -511,8 +540,12 @@ def interleaved(workload: Workload, conditions: list[str], rounds: int, scratch:
             res, sampler = run_cmd(condition_cmd(cond, cmd, work), timeout=600, rss=cond != "bare", period=0.25)
             if res.returncode != 0:
                 raise RuntimeError(f"{workload.name} under {cond} failed ({res.returncode}): {res.stderr[-600:]}")
-            value = parse(res.stdout)
+            value, units = parse(res.stdout)
             metrics[cond].append(value)
+            # wait4 CPU of the launched process and all it reaped: the workload, plus the profiler
+            # when there is one, less the profiler's start-up (compiling probes happens once).
+            cpu = res.cpu_s - (sampler.cpu_before_child() if sampler is not None else 0.0)
+            costs[cond].append(cpu / units if units else None)
             if sampler is not None:
                 recorder_cpu[cond].append(sampler.cpu_pct_while_child())
             log(f"overhead {workload.name} round {r + 1}/{rounds}: {cond}: {value:.3f} {workload.unit}")
@@ -525,6 +558,8 @@ def interleaved(workload: Workload, conditions: list[str], rounds: int, scratch:
             "ratio_median": median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
             "slowdown_pct": 100 * (1 - median(ratios)),
             "recorder_cpu_pct": median(recorder_cpu[cond]),
+            "cpu_per_unit": median(costs[cond]), "work_unit": workload.work_unit,
+            "cpu_cost_pct": _cost_pct(costs[cond], costs["bare"]),
         }
     minimal = f"probes:{MINIMAL}"
     if minimal in metrics:
@@ -533,6 +568,12 @@ def interleaved(workload: Workload, conditions: list[str], rounds: int, scratch:
                 inc = [v / m for v, m in zip(metrics[cond], metrics[minimal])]
                 out["conditions"][cond]["incremental_pct"] = 100 * (1 - median(inc))
     return out
+
+
+def _cost_pct(cost: list, bare: list) -> float | None:
+    """Median over rounds of the extra CPU per unit of work against the same round's bare run, %."""
+    ratios = [c / b for c, b in zip(cost, bare) if c and b]
+    return 100 * (median(ratios) - 1) if ratios else None
 
 
 def bench_overhead(cfg: Config, scratch: Path, data: Path) -> dict:
@@ -609,10 +650,11 @@ def bench_long(cfg: Config, scratch: Path, data: Path) -> dict:
     cpu_half = None
     if len(half) >= 2 and half[-1][0] - half[0][0] > 1:
         cpu_half = 100 * (half[-1][3] - half[0][3]) / (half[-1][0] - half[0][0])
+    metric, _units = parse(res.stdout)
     shutil.rmtree(work, ignore_errors=True)
     step = max(1, len(s) // 24)
     return {
-        "workload": workload.name, "metric": parse(res.stdout), "unit": workload.unit,
+        "workload": workload.name, "metric": metric, "unit": workload.unit,
         "duration_s": dp_wall, "perf_duration_s": perf_wall,
         "rec_bytes": rec_bytes, "perf_bytes": perf_bytes,
         "rec_mb_per_min": rec_bytes / 1e6 / (dp_wall / 60), "perf_mb_per_min": perf_bytes / 1e6 / (perf_wall / 60),
@@ -622,7 +664,7 @@ def bench_long(cfg: Config, scratch: Path, data: Path) -> dict:
         "rss_peak_hwm_mb": peak_hwm, "rss_steady_max_mb": rss_max, "rss_slope_mb_per_min": slope,
         "rss_10min_estimate_mb": extrap, "recorder_cpu_pct": sampler.cpu_pct_while_child(),
         "recorder_cpu_pct_second_half": cpu_half,
-        "rss_series": [(round(x[0]), round(x[1], 1)) for x in s[::step]] + [(round(s[-1][0]), round(s[-1][1], 1))],
+        "rss_series": [(round(x[0], 1), round(x[1], 1)) for x in s[::step]] + [(round(s[-1][0], 1), round(s[-1][1], 1))],
     }
 
 
@@ -785,7 +827,7 @@ def main(argv=None) -> int:
     log(f"mode {'quick' if cfg.quick else 'full'}; load average {machine['load_before']}")
 
     make_fio_file(args.scratch / "fio.dat")
-    make_text_file(args.scratch / "pigz.txt", (64 << 20) if cfg.quick else (256 << 20))
+    make_text_file(args.scratch / f"pigz-{cfg.pigz_mb}M.txt", cfg.pigz_mb << 20)
     data = ddp_data(args.scratch, cfg)
 
     results = {"mode": "quick" if cfg.quick else "full", "config": cfg.__dict__, "machine": machine,

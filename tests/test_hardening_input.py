@@ -29,12 +29,22 @@ from hypothesis import strategies as st
 from conftest import FIXTURES, PYTHON, dpuprof
 from dpuprof.errors import UserError
 from dpuprof.recording import SCHEMA_VERSION, load
-from dpuprof.recording.schema import TABLES
+from dpuprof.recording.schema import DDL
 from dpuprof.recording.summary import summarize
 from dpuprof.recording.writer import RecordingWriter
 
-TEXT_COLUMNS = {"comm", "cmdline", "category", "subcategory", "folded", "vector", "dev", "op", "direction",
-                "protocol", "event", "field", "kind"}
+
+
+def _stored_schema() -> dict[str, list[tuple[str, bool]]]:
+    """{table: [(column, is_text)]} of the file as the writer creates it (meta aside)."""
+    db = sqlite3.connect(":memory:")
+    db.executescript(DDL)
+    tables = [t for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name != 'meta'")]
+    return {t: [(r[1], r[2].upper() == "TEXT") for r in db.execute(f"PRAGMA table_info({t})")] for t in tables}
+
+
+STORED = {t: tuple(c for c, _ in cols) for t, cols in _stored_schema().items()}
+TEXT = {(t, c) for t, cols in _stored_schema().items() for c, is_text in cols if is_text}
 NASTY_TEXT = [
     "'; DROP TABLE meta; --", "\" OR 1=1 --", "<script>alert(1)</script>", "<img src=x onerror=alert(1)>",
     "</script><script>alert(2)</script>", "__import__('os').system('touch /tmp/dpuprof-pwned')",
@@ -151,13 +161,13 @@ def apply(op: tuple, path: Path, seed_bytes: bytes) -> None:
             if ids:
                 db.execute(f"UPDATE {table} SET {col} = ? WHERE rowid = ?", (value, ids[pick % len(ids)]))
             else:
-                cols = TABLES[table]
-                row = [value if c == col else (f"x{c}" if c in TEXT_COLUMNS else 1) for c in cols]
+                cols = STORED[table]
+                row = [value if c == col else (f"x{c}" if (table, c) in TEXT else 1) for c in cols]
                 db.execute(f"INSERT OR IGNORE INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                            row)
         elif kind == "rows":
             _, table, rows = op
-            cols = TABLES[table]
+            cols = STORED[table]
             db.executemany(f"INSERT OR IGNORE INTO {table} ({', '.join(cols)}) VALUES "
                            f"({', '.join('?' * len(cols))})", rows)
         elif kind == "drop_table":
@@ -223,16 +233,16 @@ def _json_values():
 
 def _ops(seed_bytes: bytes, meta_keys: list[str]):
     size = len(seed_bytes)
-    tables = st.sampled_from(sorted(TABLES))
+    tables = st.sampled_from(sorted(STORED))
     meta_key = st.sampled_from(sorted(set(meta_keys) | {"schema_version", "complete", "sample_freq_hz",
                                                          "cpu_count", "command", "probes_unavailable"}))
-    cell = tables.flatmap(lambda t: st.tuples(st.just("cell"), st.just(t), st.sampled_from(TABLES[t]),
+    cell = tables.flatmap(lambda t: st.tuples(st.just("cell"), st.just(t), st.sampled_from(STORED[t]),
                                               st.integers(0, 10 ** 6), _col_value_strategy()))
 
     def typed_row(table):
-        return st.tuples(*[st.sampled_from(NASTY_TEXT) if c in TEXT_COLUMNS else
+        return st.tuples(*[st.sampled_from(NASTY_TEXT) if (table, c) in TEXT else
                            st.one_of(st.integers(-(2 ** 53), 2 ** 53), st.sampled_from([0, 1, -1, 2 ** 53]))
-                           for c in TABLES[table]])
+                           for c in STORED[table]])
     rows = tables.flatmap(lambda t: st.tuples(st.just("rows"), st.just(t), st.lists(typed_row(t), min_size=1,
                                                                                      max_size=5)))
     return st.one_of(
@@ -249,7 +259,7 @@ def _ops(seed_bytes: bytes, meta_keys: list[str]):
         st.tuples(st.just("meta_delete"), meta_key),
         cell, rows,
         st.tuples(st.just("drop_table"), tables),
-        tables.flatmap(lambda t: st.tuples(st.just("drop_column"), st.just(t), st.sampled_from(TABLES[t]))),
+        tables.flatmap(lambda t: st.tuples(st.just("drop_column"), st.just(t), st.sampled_from(STORED[t]))),
     )
 
 
@@ -286,14 +296,16 @@ def test_nasty_strings_in_every_text_field_come_through_as_text(seed, tmp_path):
     path = tmp_path / "nasty.rec"
     path.write_bytes(seed)
     with sqlite3.connect(path) as db:
-        for table, cols in TABLES.items():
-            text_cols = [c for c in cols if c in TEXT_COLUMNS]
-            if not text_cols:
+        for table, cols in STORED.items():
+            if not any((table, c) in TEXT for c in cols):
                 continue
             for i, s in enumerate(NASTY_TEXT):
-                row = [s if c in TEXT_COLUMNS else (10 ** 6 + i if c in ("pid", "stack_id") else 1) for c in cols]
+                row = [s if (table, c) in TEXT else (10 ** 6 + i if c in ("pid", "stack_id", "frame_id") else 1)
+                       for c in cols]
                 if table == "cpu_category":
                     row[cols.index("category")] = "network"  # category names are a closed set
+                if table == "stacks":
+                    row[cols.index("frame_ids")] = str(10 ** 6 + i)  # a one-frame stack of frame i
                 db.execute(f"INSERT OR IGNORE INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                            row)
         for key, (value,) in zip(("host", "kernel", "cpu_model", "user", "cwd"), [(s,) for s in NASTY_TEXT]):
@@ -301,8 +313,8 @@ def test_nasty_strings_in_every_text_field_come_through_as_text(seed, tmp_path):
         db.execute("INSERT OR REPLACE INTO meta VALUES ('command', ?)", (json.dumps(NASTY_TEXT),))
     assert check(path) == "accepted"
     rec = load(path)
-    comms = set(rec.table("processes")["comm"])
-    assert set(s for s in NASTY_TEXT if s) <= comms | {""}
+    assert set(NASTY_TEXT) <= set(rec.table("processes")["comm"])
+    assert set(NASTY_TEXT) <= set(rec.table("stacks")["folded"])
     assert rec.meta["command"] == NASTY_TEXT
     res = dpuprof("report", path, "--format", "json")
     assert res.returncode == 0, res.stderr
@@ -327,8 +339,8 @@ def test_more_samples_than_capacity_still_renders(tmp_path):
 
 def _random_op(rng: random.Random, seed_bytes: bytes, meta_keys: list[str]) -> tuple:
     size = len(seed_bytes)
-    table = rng.choice(sorted(TABLES))
-    col = rng.choice(TABLES[table])
+    table = rng.choice(sorted(STORED))
+    col = rng.choice(STORED[table])
     choices = [
         ("truncate", rng.randrange(size)),
         ("bytes", [(rng.randrange(size), os.urandom(rng.randint(1, 64))) for _ in range(rng.randint(1, 8))]),
@@ -338,8 +350,8 @@ def _random_op(rng: random.Random, seed_bytes: bytes, meta_keys: list[str]) -> t
         ("cell", table, col, rng.randrange(1000), rng.choice(WEIRD_NUMBERS + NASTY_TEXT + [b"\x80pickle", None])),
         ("drop_table", table),
         # type-correct rows with nasty strings, and odd but valid metadata: these load
-        ("rows", table, [tuple(rng.choice(NASTY_TEXT) if c in TEXT_COLUMNS else rng.choice([0, 1, 2 ** 40])
-                               for c in TABLES[table]) for _ in range(3)]),
+        ("rows", table, [tuple(rng.choice(NASTY_TEXT) if (table, c) in TEXT else rng.choice([0, 1, 7])
+                               for c in STORED[table]) for _ in range(3)]),
         ("meta_raw", rng.choice(["host", "kernel", "cpu_model", "user"]), json.dumps(rng.choice(NASTY_TEXT))),
     ]
     return choices[rng.randrange(len(choices))]

@@ -286,7 +286,7 @@ def _hostile_copy(src: Path, dst: Path) -> Path:
     db = sqlite3.connect(dst)
     with db:
         db.execute("UPDATE processes SET comm = ?", (XSS_COMM,))
-        db.execute("UPDATE stacks SET folded = folded || ';' || ? WHERE category != 'idle'", (XSS_FRAME,))
+        db.execute("UPDATE frames SET name = name || ?", (XSS_FRAME,))  # every frame of every stack
         db.execute("UPDATE meta SET value = ? WHERE key = 'host'", (json.dumps(XSS_COMM),))
     db.close()
     return dst

@@ -221,8 +221,8 @@ def render_terminal(proj: dict) -> str:
         out.append("")
         out.append(f"All-reduce at {ar['nodes']} nodes x {ar['gpus_per_node']} GPUs ({ar['ranks']} ranks), "
                    f"{ar['bytes_per_step'] / 1e6:.3f} MB per step:")
-        out.append(f"  TCP  {ar['tcp_us']:>12.1f} us per step   host CPU {_f(ar['tcp_host_cpu_us_per_step'], '.1f')} us")
-        out.append(f"  RDMA {ar['rdma_us']:>12.1f} us per step   host CPU {_f(ar['rdma_host_cpu_us_per_step'], '.1f')} us")
+        out.append(f"  TCP  {ar['tcp_us']:>12.1f} us per step")
+        out.append(f"  RDMA {ar['rdma_us']:>12.1f} us per step")
         out.append(f"  over the recorded {ar['ops_recorded']:.0f} steps: TCP {ar['tcp_total_s']:.3f} s, "
                    f"RDMA {ar['rdma_total_s']:.3f} s (recording lasted {ar['recorded_duration_s']:.1f} s)")
     sw = proj.get("sweep")

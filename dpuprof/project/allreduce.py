@@ -83,8 +83,11 @@ def project(feats: Features, profile: Profile, nodes: int, gpus_per_node: int, d
             "intra-node ones included, pays the network latency (conservative for NVLink hops)",
             f"TCP: one flow per rank capped at {ar['tcp_flow_gbps']:g} Gb/s (one core) and "
             f"{ar['tcp_latency_us']:g} us per hop; RDMA: line rate and {ar['rdma_latency_us']:g} us per hop",
-            "host CPU of TCP per step = measured network CPU seconds per payload byte sent x bytes each "
-            "rank sends per all-reduce",
+            "tcp_host_cpu_us_per_step = measured network CPU seconds per payload byte sent x bytes each rank "
+            "sends per all-reduce (per-byte only: per-message costs at large p are not included, so it is a "
+            "lower bound); rdma_host_cpu_us_per_step = 2(p-1) work requests x (o0 + L + Q) of the profile's rdma "
+            "mechanism (an upper bound: L is charged although doorbell writes are posted); the two are not "
+            "like for like",
         ],
     }
     if p_rec < 2:

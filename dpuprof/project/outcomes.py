@@ -57,11 +57,14 @@ def cores_for_ai(dem: pd.DataFrame, rows: pd.DataFrame, cpu_count: int, duration
 def speedup_range(dem: pd.DataFrame, rows: pd.DataFrame) -> dict:
     """low / expected / high speedup of the recorded job.
 
-    - expected: the job's own processes are its critical path (CPU-bound ranks), and only the CPU
-      the offloads free from those processes shortens it: T_wl / (T_wl - F_wl).
-    - high: in addition, all infrastructure work other processes did (softirq, kworkers) sat on the
-      critical path and every freed second comes off it: (T_wl + X) / (T_wl + X - F), never below
-      expected.
+    T = the job's own CPU seconds (its processes, all categories), F_wl = CPU the enabled offloads
+    free from the job's processes, F_other = CPU they free from other processes (softirq, kernel
+    threads and other tenants).
+
+    - expected: the job's processes are CPU-bound and their own CPU time is the critical path; only
+      what the offloads free from them shortens it: T / (T - F_wl).
+    - high: all offloaded time sat on the critical path, including the freed work other processes
+      did (which then also lengthened the path): (T + F_other) / (T - F_wl) >= expected.
     - low: freed cycles only help other work; the job itself gains nothing (1.0).
     ``None`` means unbounded (the job's CPU time would vanish entirely).
     """
@@ -69,39 +72,36 @@ def speedup_range(dem: pd.DataFrame, rows: pd.DataFrame) -> dict:
     infra = dem[dem["category"].isin(INFRASTRUCTURE)] if not dem.empty else dem
     x_other = float((infra["host_s"] - infra["workload_s"]).clip(lower=0).sum()) if not dem.empty else 0.0
     f_all = float(rows["freed_s"].sum()) if not rows.empty else 0.0
-    f_wl = float(rows["workload_freed_s"].sum()) if not rows.empty else 0.0
-    f_wl = min(f_wl, f_all)
+    f_wl = min(float(rows["workload_freed_s"].sum()) if not rows.empty else 0.0, f_all)
+    f_other = max(0.0, f_all - f_wl)
 
-    def ratio(t, f):
-        if t <= 0:
-            return 1.0
-        rest = t - f
-        return None if rest <= 1e-12 * t else t / rest
-
-    expected = ratio(t_wl, f_wl)
-    high = ratio(t_wl + x_other, f_all)
-    if expected is None or high is None:
-        high = None
-    else:
-        high = max(high, expected)
-    low = 1.0 if expected is None else min(1.0, expected)
     assumptions = [
         "low: the freed CPU only helps other work; the job's own time is unchanged",
-        "expected: the job's processes are CPU-bound and their own CPU time is the critical path; only the "
-        "CPU the offloads free from those processes shortens it",
-        "high: all infrastructure work on the host (including softirq and kernel threads outside the job) "
-        "sat on the critical path, and every freed second comes off it",
+        "expected: the job's processes (ranks and their DataLoader workers) are CPU-bound on this host, so the "
+        "CPU the offloads free from those processes shortens the job: T / (T - F_job)",
+        "high: every freed second sat on the job's critical path, including infrastructure work other "
+        "processes did for it (softirq, kernel threads): (T + F_other) / (T - F_job)",
         "offloads that would cost more than they free are left off (see 'rejected')",
     ]
     if t_wl <= 0:
-        assumptions.append("the recording has no CPU samples of the workload processes: expected is 1.0")
+        expected = high = 1.0
+        assumptions.append("the recording has no CPU samples of the workload processes: expected and high are 1.0")
+    else:
+        rest = t_wl - f_wl
+        if rest <= 1e-12 * t_wl:
+            expected = high = None
+        else:
+            expected = t_wl / rest
+            high = (t_wl + f_other) / rest
+    low = 1.0
     return {
-        "low": round(low, 6),
+        "low": low,
         "expected": None if expected is None else round(expected, 6),
         "high": None if high is None else round(high, 6),
         "pays": bool(f_all > 0),
         "workload_cpu_s": round(t_wl, 6),
         "workload_freed_s": round(f_wl, 6),
+        "other_freed_s": round(f_other, 6),
         "other_infrastructure_s": round(x_other, 6),
         "freed_s": round(f_all, 6),
         "assumptions": assumptions,

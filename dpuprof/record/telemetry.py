@@ -6,6 +6,8 @@ previous call (seconds of CPU, bytes, counts).
 
 from __future__ import annotations
 
+import os
+
 import psutil
 
 HOST_CPU_FIELDS = ("user", "nice", "system", "irq", "softirq", "iowait", "steal", "idle")
@@ -44,15 +46,19 @@ class HostTelemetry:
 
 
 class ProcessTelemetry:
-    """Per-process user/system CPU of the workload tree (proc_cpu rows: pid, user_s, system_s).
+    """Per-process CPU of the workload tree.
 
-    ``last_deltas`` {pid: user+system seconds} covers every process read in the last ``sample``,
-    zeros included: /proc's total is exact (the scheduler's runtime), in 10 ms ticks.
+    ``sample(pids)`` returns proc_cpu rows (pid, user_s, system_s) from psutil, and sets
+    ``last_deltas`` {pid: seconds}: the process's exact CPU time in the interval, the sum over its
+    threads of /proc/PID/task/TID/schedstat (the scheduler's sum_exec_runtime, in ns -- what
+    getrusage and top report, without /proc/PID/stat's 10 ms ticks and their lagging utime/stime
+    split). A thread that ended within the interval loses only its last partial interval.
     """
 
     def __init__(self):
         self._procs: dict[int, psutil.Process] = {}
         self._prev: dict[int, tuple[float, float]] = {}
+        self._thread_ns: dict[int, dict[int, int]] = {}
         self.last_deltas: dict[int, float] = {}
 
     def sample(self, pids) -> list[tuple]:
@@ -66,14 +72,32 @@ class ProcessTelemetry:
                 t = proc.cpu_times()
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 self._procs.pop(pid, None)
+                self._thread_ns.pop(pid, None)
                 continue
             u0, s0 = self._prev.get(pid, (0.0, 0.0))
             self._prev[pid] = (t.user, t.system)
             du, ds = max(0.0, t.user - u0), max(0.0, t.system - s0)
-            self.last_deltas[pid] = du + ds
             if du or ds:
                 rows.append((pid, du, ds))
+            exact = self._schedstat_delta_ns(pid)
+            self.last_deltas[pid] = (du + ds) if exact is None else exact / 1e9
         return rows
+
+    def _schedstat_delta_ns(self, pid: int) -> int | None:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            return None
+        now: dict[int, int] = {}
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as fh:
+                    now[int(tid)] = int(fh.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+        prev = self._thread_ns.get(pid, {})
+        self._thread_ns[pid] = now
+        return sum(max(0, ns - prev.get(tid, 0)) for tid, ns in now.items())
 
 
 def process_info(pid: int) -> tuple[int | None, str, str] | None:

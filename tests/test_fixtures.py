@@ -1,0 +1,119 @@
+"""The bundled fixtures: real recordings of examples/train_ddp.py made by `dpuprof record`.
+
+Every bound here is relative (one scenario against the others), never a hand-copied number.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, summary_of
+from dpuprof.categories import CATEGORIES
+from dpuprof.recording import load
+from dpuprof.recording.schema import READABLE_VERSIONS, SCHEMA_VERSION
+
+SCENARIOS = ("ddp-plain", "ddp-encrypted", "ddp-compressed", "storage-heavy", "compute-bound")
+ALL = SCENARIOS + ("long",)
+
+
+def _path(name: str) -> Path:
+    return FIXTURES / name / "recording.rec"
+
+
+@pytest.fixture(scope="module")
+def summaries():
+    return {name: summary_of(_path(name)) for name in ALL if _path(name).exists()}
+
+
+def _share(summary, category, scope="workload_cpu"):
+    by = summary[scope]["by_category"]
+    return by[category] / sum(by.values())
+
+
+def test_every_scenario_is_bundled():
+    missing = [n for n in ALL if not _path(n).exists()]
+    assert not missing, f"missing fixtures: {missing} (sudo fixtures/regenerate {' '.join(missing)})"
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_fixture_loads_and_is_complete(name, summaries):
+    rec = load(_path(name))
+    s = summaries[name]
+    assert s["complete"] and s["exit_code"] == 0
+    assert s["category_split"] and s["mode"] == "bpf"
+    assert set(s["workload_cpu"]["by_category"]) == set(CATEGORIES)
+    assert rec.schema_version in READABLE_VERSIONS
+    assert (FIXTURES / name / "README.md").exists()
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_size_budget(name):
+    budget = 8_000_000 if name == "long" else 2_000_000
+    assert _path(name).stat().st_size <= budget
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_categories_add_up_to_recorded_cpu(name, summaries):
+    s = summaries[name]
+    rec = load(_path(name))
+    # Host: busy categories plus idle cover every CPU for the whole recording.
+    capacity = rec.meta["cpu_count"] * s["duration_s"]
+    host = sum(s["host_cpu"]["by_category"].values()) + s["host_cpu"]["idle_s"]
+    assert host == pytest.approx(capacity, rel=0.01)
+    # Workload: its categories add up to its CPU time, and agree with /proc's per-process totals
+    # (which miss only the last partial interval of processes that exited).
+    wl = s["workload_cpu"]
+    assert sum(wl["by_category"].values()) == pytest.approx(wl["total_s"], rel=0.01)
+    assert wl["total_s"] == pytest.approx(wl["proc_cpu_s"], rel=0.05)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_metadata_names_a_real_command_and_kernel(name, summaries):
+    s = summaries[name]
+    cmd = s["command"]
+    assert re.search(r"python3(\.\d+)?$", cmd[0]) and any(a.endswith("examples/train_ddp.py") for a in cmd)
+    assert re.fullmatch(r"\d+\.\d+\.\d+\S*", s["kernel"])
+    assert s["cpu_count"] >= 1 and s["host"]
+
+
+def test_ddp_fixtures_show_network_in_the_rank_processes(summaries):
+    for name in ("ddp-plain", "ddp-encrypted", "ddp-compressed"):
+        ranks = [p for p in summaries[name]["processes"] if p["by_category"]["network"] > 0]
+        assert len(ranks) >= 2, name  # both ranks send and receive all-reduce traffic
+        assert _share(summaries[name], "network") > _share(summaries["compute-bound"], "network")
+
+
+def test_encrypted_shows_crypto(summaries):
+    enc = _share(summaries["ddp-encrypted"], "crypto")
+    assert enc > 5 * _share(summaries["ddp-plain"], "crypto")
+    assert enc > _share(summaries["ddp-encrypted"], "compression")
+    assert enc == max(_share(s, "crypto") for s in summaries.values())
+
+
+def test_compressed_shows_compression(summaries):
+    comp = _share(summaries["ddp-compressed"], "compression")
+    assert comp > 5 * _share(summaries["ddp-plain"], "compression")
+    assert comp == max(_share(s, "compression") for s in summaries.values())
+
+
+def test_storage_heavy_shows_storage(summaries):
+    st = _share(summaries["storage-heavy"], "storage")
+    others = [_share(summaries[n], "storage") for n in SCENARIOS if n != "storage-heavy"]
+    assert st > 3 * max(others)
+
+
+def test_compute_bound_is_dominated_by_compute(summaries):
+    cb = _share(summaries["compute-bound"], "compute")
+    assert cb > 0.5
+    assert cb > max(_share(summaries[n], "compute") for n in SCENARIOS if n != "compute-bound")
+
+
+def test_an_oldest_schema_fixture_keeps_loading():
+    # When SCHEMA_VERSION moves on, one fixture recorded with the oldest readable version stays
+    # bundled: this test then proves the reader still upgrades it.
+    versions = {load(_path(n)).schema_version for n in ALL if _path(n).exists()}
+    assert min(READABLE_VERSIONS) in versions
+    assert max(versions) <= SCHEMA_VERSION
