@@ -74,7 +74,7 @@ def evaluate(res: dict) -> list[dict]:
             "id": key, "name": f"slowdown of {'DDP steps/s' if wl == 'ddp' else 'iperf3 loopback throughput'}",
             "target": f"≤ {target:g} %",
             "measured": f"{_f(dp['slowdown_pct'], 1, ' %')} (per-round range {_spread(dp)}; {ov[wl]['rounds']} rounds)"
-                        + _cost_note(dp),
+                        + _cost_note(dp) + _estimate_note(res, wl),
             "perf": f"{_f(pf['slowdown_pct'], 1, ' %')} ({_spread(pf)})" + _cost_note(pf) if pf else "not run in --quick",
             "met": dp["slowdown_pct"] <= target,
             "why": _why_overhead(res, wl, target) if dp["slowdown_pct"] > target else None,
@@ -130,6 +130,13 @@ def evaluate(res: dict) -> list[dict]:
     return out
 
 
+def _estimate_note(res: dict, wl: str) -> str:
+    est = cpu_estimate(res, wl)
+    if not est:
+        return ""
+    return f"; CPU cost (BPF + recorder) {_f(est['machine_pct'], 2, ' %')} of the machine"
+
+
 def _cost_note(cond: dict) -> str:
     if cond.get("cpu_cost_pct") is None:
         return ""
@@ -142,16 +149,24 @@ def _spread(cond: dict) -> str:
 
 def _why_accuracy(bad: list[dict]) -> str:
     parts = []
+    by_tool: dict[str, list] = {}
     for r in bad:
+        by_tool.setdefault(r["tool"], []).append(r)
+    for tool, rs in by_tool.items():
+        r = rs[0]
+        also = [x for x in rs[1:]]
         out = r.get("outside") or {}
         tops = out.get("top", [])
         desc = "; ".join(f"{t['frame']} → {t['subcategory']} {_pct(t['share'])}" for t in tops)
         text = (f"**{r['tool']}** ({r['kind']}): dpuprof gives {r['category']} {_f(r['dp_cat_s'])} s against "
-                f"{_f(r['gt_cat_s'])} s of {r['truth']} ({_f(r['ratio_cat'])}×); perf, same rules, gives "
+                f"{_f(r['gt_cat_s'])} s of {r['truth']} ({_f(r['ratio_cat'])}×"
+                + "".join(f"; {x['kind']}: {_f(x['ratio_cat'])}×" for x in also) + "); perf, same rules, gives "
                 f"{r['category']} {_pct(r['perf_share_cat'])} of the tool's samples against dpuprof's "
-                f"{_pct(r['dp_share_cat'])}, so the two samplers agree and the gap is in the rules or in the "
-                f"ground truth. Samples outside {r['category']}: {_pct(out.get('outside_share'))}; the largest: "
-                f"{desc}.")
+                f"{_pct(r['dp_share_cat'])}, "
+                + ("so the two samplers agree and the gap is in the rules or in the ground truth. "
+                   if abs(r["perf_share_cat"] - r["dp_share_cat"]) <= 0.05 else
+                   "so part of the gap is between the samplers. ")
+                + f"Samples outside {r['category']}: {_pct(out.get('outside_share'))}; the largest: {desc}.")
         leaf_mods = [t["frame"] for t in tops if t["frame"].startswith("no rule; leaf [unknown] (")]
         if r["dp_share_cat"] < 0.05 and leaf_mods:
             mod = leaf_mods[0].split("(", 1)[1].rstrip(")")
@@ -194,34 +209,85 @@ def _why_pp(bad: list[dict]) -> str:
     return " ".join(parts)
 
 
+PROBE_FIX = {
+    "softirq": "an entry/exit pair of programs per softirq: sample softirq time from the cpu_sample "
+               "stacks instead (they already show net_rx_action and friends), or time only NET_RX/NET_TX/BLOCK",
+    "net_dev": "a hash update per packet: a per-CPU array indexed by ifindex instead of a hash keyed by "
+               "the device name, or opt-in",
+    "sock_io": "a hash update per send/recv call: a per-CPU array or an LRU hash keyed by tgid, updated "
+               "without the atomic adds, or opt-in",
+    "block_io": "two hash operations per IO (issue and complete): count IOs per CPU and time only a "
+                "sample of them",
+    "cpu_sample,proc_tree": "the sched_switch program (exact per-process run time) fires on every "
+                            "context switch: read per-process CPU from /proc at each drain instead and keep "
+                            "sched_switch only for processes that exit within an interval",
+}
+
+
+def cpu_estimate(res: dict, wl: str) -> dict | None:
+    """What dpuprof costs in CPU on ``wl``, from BPF run-time statistics and the recorder's /proc CPU."""
+    if wl == "ddp":
+        lg = res.get("long") or {}
+        if lg.get("workload") != "ddp" or not lg.get("bpf") or lg.get("recorder_cpu_pct") is None:
+            return None
+        bpf, rec = lg["bpf"], lg["recorder_cpu_pct"]
+    else:
+        row = ((res["overhead"].get("bpf_cost") or {}).get(wl) or {}).get("dpuprof") or {}
+        if not row.get("bpf") or row.get("recorder_cpu_pct") is None:
+            return None
+        bpf, rec = row["bpf"], row["recorder_cpu_pct"]
+    cpus = res["machine"]["cpus"] or 1
+    return {"bpf_core_pct": bpf["core_pct"], "runs_per_s": bpf["runs_per_s"], "ns_per_run": bpf["ns_per_run"],
+            "recorder_core_pct": rec, "machine_pct": (bpf["core_pct"] + rec) / cpus}
+
+
 def _why_overhead(res: dict, wl: str, target: float) -> str:
     ov = res["overhead"]
     d = ov[wl]["conditions"]
     dp = d["dpuprof"]
-    text = (f"The recorder process itself used {_f(dp.get('recorder_cpu_pct'), 1, ' %')} of one core while the "
-            f"command ran, on a {res['machine']['cpus']}-core machine, CPU the workload "
-            f"then lacks" + (f"; perf record, for comparison, costs {_f(d['perf']['slowdown_pct'], 1, ' %')}"
-                             if "perf" in d else "") + ". ")
     spread = 100 * (dp["ratio_max"] - dp["ratio_min"])
-    text += (f"Per-round ratios spread over {_f(spread, 1)} pp, so a difference below that is not resolved by "
-             f"{ov[wl]['rounds']} rounds on this machine (load average {res['machine']['load_before']} at "
-             f"the start). ")
-    probes = []
-    for w in ("iperf3", "fio"):
-        for cond, v in ov[w]["conditions"].items():
-            if "incremental_pct" in v:
-                probes.append((v["incremental_pct"], cond.rsplit(",", 1)[1], w))
-    mini = ov["iperf3"]["conditions"].get("probes:cpu_sample,proc_tree")
-    if probes:
-        probes.sort(reverse=True)
-        text += ("Per-probe cost on the workload each probe handles events of: "
-                 + ", ".join(f"{p} {_f(c, 1, ' %')} ({w})" for c, p, w in probes)
-                 + (f"; the sampler and process tree alone {_f(mini['slowdown_pct'], 1, ' %')} on iperf3" if mini else "")
-                 + ". ")
-    text += ("What would close it: per-event probes (sock_io, net_dev) cost per packet or call — "
-             "aggregate per CPU without a hash lookup (PERCPU_ARRAY indexed by a small device/protocol id) or "
-             "make them opt-in; drain less often than every second to cut the recorder's own CPU; "
-             "a lower sampling frequency (-F 49) halves the stack-walk cost.")
+    text = (f"Throughput: per-round slowdowns ran from {_spread(dp)} (a spread of {_f(spread, 1)} pp) over "
+            f"{ov[wl]['rounds']} rounds, on a machine with load average {res['machine']['load_before'][0]} at the "
+            f"start")
+    if "perf" in d:
+        text += f"; perf record's median was {_f(d['perf']['slowdown_pct'], 1, ' %')} with a similar spread"
+    text += ", so the median does not resolve a difference the size of the target here. "
+    if dp.get("cpu_cost_pct") is not None:
+        text += (f"CPU per unit of work (workload and recorder together) changed by "
+                 f"{_f(dp['cpu_cost_pct'], 1, ' %', sign=True)}"
+                 + (f" (perf record: {_f(d['perf']['cpu_cost_pct'], 1, ' %', sign=True)})"
+                    if d.get("perf", {}).get("cpu_cost_pct") is not None else "") + ". ")
+    est = cpu_estimate(res, wl)
+    if est:
+        text += (f"What dpuprof costs in CPU, measured without that noise (kernel.bpf_stats_enabled and "
+                 f"the recorder's own /proc CPU{', over the long run' if wl == 'ddp' else ''}): its BPF programs ran "
+                 f"{est['runs_per_s']:,.0f} times a second at {_f(est['ns_per_run'], 0)} ns each, "
+                 f"{_f(est['bpf_core_pct'], 2, ' %')} of one core, and the recorder used "
+                 f"{_f(est['recorder_core_pct'], 2, ' %')} of one core: {_f(est['machine_pct'], 2, ' %')} of the "
+                 f"machine's CPU, the slowdown to expect for a workload that keeps every core busy. ")
+        if est["machine_pct"] <= target:
+            text += "By that measure the target holds, and the throughput median is noise. "
+        else:
+            text += "By that measure too the cost is above the target. "
+    rows = (ov.get("bpf_cost") or {})
+    parts = []
+    for w, conds in rows.items():
+        for cond, row in conds.items():
+            if cond.startswith("probes:") and row.get("bpf"):
+                probe = cond.split(":", 1)[1]
+                probe = probe.rsplit(",", 1)[1] if probe.count(",") > 1 else probe
+                core = row.get("incremental_core_pct", row["bpf"]["core_pct"])
+                parts.append((core, probe, w, row))
+    if parts:
+        parts.sort(key=lambda x: -x[0])
+        text += ("BPF time by probe (each on the workload whose events it handles; increments over "
+                 "cpu_sample+proc_tree): " + ", ".join(f"{p} {_f(c, 2, ' %')} of a core ({w})" for c, p, w, _ in parts)
+                 + ". What would close it: ")
+        fixes = [f"{p}: {PROBE_FIX[p]}" for c, p, _, _ in parts[:2] if p in PROBE_FIX and c > 0.2]
+        text += "; ".join(fixes) + ("; " if fixes else "")
+    rec = est["recorder_core_pct"] if est else dp.get("recorder_cpu_pct")
+    text += (f"the recorder's own {_f(rec, 1, ' %')} of a core goes to draining, symbolising and writing "
+             f"every second: a longer interval (2–5 s) divides it.")
     return text
 
 
@@ -237,28 +303,58 @@ def _why_startup(st: dict) -> str:
                    "machine's load also stretches a CPU-bound compile.")
 
 
+TABLE_FIX = {
+    "cpu_category": "one row per process, subcategory and 1-s interval, with the category names as text: "
+                    "store category ids as integers and fold rows of idle or unchanged processes",
+    "stack_samples": "one row per process, stack and 1-s interval: keep per-interval rows for the first "
+                     "minutes and coarser buckets (10 s) after, or one total per stack plus a category "
+                     "time series",
+    "stacks": "distinct stacks (frame-id lists as text): store them as packed integer blobs",
+    "frames": "distinct frame names",
+    "sqlite_autoindex_stacks_1": "a UNIQUE index that copies every folded stack a second time: drop it, "
+                                 "the recorder deduplicates stacks in memory",
+}
+
+
 def _why_size(lg: dict) -> str:
     comp = lg.get("rec_composition") or []
     total = sum(b for _, b in comp) or 1
-    parts = ", ".join(f"{name} {_pct(b / total, 0)}" for name, b in comp[:4])
-    text = (f"The recording held {lg.get('stacks')} distinct stacks; its bytes by table and index: {parts}. ")
-    if any(name.startswith("sqlite_autoindex_stacks") for name, _ in comp):
-        text += ("`stacks.folded` is declared UNIQUE (dpuprof/recording/schema.py), so SQLite keeps a "
-                 "second full copy of every folded stack in an automatic index, while the recorder already "
-                 "deduplicates stacks in memory. ")
-    return text + ("To close: drop the UNIQUE index (or index a 64-bit hash of the stack), intern frames "
-                   "(a frames table and stacks as lists of frame ids: deep Python and libtorch stacks share "
-                   "most frames) and compress the folded text; the size per minute also falls as a long run "
-                   "stops finding new stacks, so it depends on the run's length.")
+    minutes = lg["duration_s"] / 60
+    text = (f"Over {_f(minutes, 1)} min the recording grew to {lg['rec_bytes']:,} bytes with "
+            f"{lg.get('stacks')} distinct stacks; by table: "
+            + ", ".join(f"{name} {_pct(b / total, 0)}" for name, b in comp[:4]) + ". ")
+    rows = lg.get("rows") or {}
+    if rows.get("intervals"):
+        other = 1 - rows["cpu_category_rows_workload"] / max(1, rows["cpu_category_rows"])
+        text += (f"Per 1-s interval: {rows['cpu_category_rows'] / rows['intervals']:.0f} cpu_category rows "
+                 f"({_pct(other, 0)} of them for the {rows['processes_seen'] - rows['workload_processes']} "
+                 f"processes outside the workload that ran on the host) and "
+                 f"{rows['stack_samples_rows'] / rows['intervals']:.0f} stack_samples rows. ")
+    fixes = [f"{name}: {TABLE_FIX[name]}" for name, b in comp[:3] if name in TABLE_FIX and b / total > 0.1]
+    if fixes:
+        text += "What would close it: " + "; ".join(fixes) + ". "
+    return text + ("Both files grow with time, so the ratio is per minute of the same run; perf.data "
+                   "holds every sample, the recording per-second aggregates, whose rows grow with the "
+                   "number of processes and stacks alive in each second.")
 
 
 def _why_rss(lg: dict) -> str:
-    return (f"The peak ({_f(lg['rss_peak_hwm_mb'], 0, ' MB')} VmHWM) against a highest RSS while recording of "
-            f"{_f(lg['rss_steady_max_mb'], 0, ' MB')}: " +
-            ("most of the peak is clang/LLVM compiling the probes inside the recorder at start-up; "
-             "compiling in a short-lived child process, or shipping precompiled CO-RE objects, removes it."
-             if lg["rss_peak_hwm_mb"] > lg["rss_steady_max_mb"] + 20 else
-             "the steady state itself grows (symbol caches, stack tables); bound the caches."))
+    from_compile = lg["rss_peak_hwm_mb"] - lg["rss_steady_max_mb"]
+    text = (f"Peak VmHWM {_f(lg['rss_peak_hwm_mb'], 0, ' MB')}; the highest RSS while the command ran "
+            f"{_f(lg['rss_steady_max_mb'], 0, ' MB')}, growing {_f(lg['rss_slope_mb_per_min'], 2, ' MB/min')}. ")
+    if from_compile > 10:
+        text += (f"The {_f(from_compile, 0, ' MB')} above that is the probes' compile at start-up (clang/LLVM "
+                 f"inside the recorder). ")
+    smaps = dict(lg.get("smaps_top") or [])
+    llvm = sum(mb for name, mb in smaps.items() if "LLVM" in name or "clang" in name)
+    if llvm:
+        text += (f"While recording, {_f(llvm, 0, ' MB')} of the RSS is the code of libLLVM and libclang-cpp "
+                 f"touched by that compile (file-backed pages, {_f(lg.get('rss_file_mb_last'), 0, ' MB')} of "
+                 f"file-backed RSS in all), which stays mapped because libbcc links them; the heap is "
+                 f"{_f(smaps.get('[heap]'), 0, ' MB')}. ")
+    return text + ("What would close it: compile the probes in a short-lived child process (or ship "
+                   "precompiled CO-RE objects loaded with libbpf), so the recorder never maps LLVM; and bound "
+                   "the per-process symbol caches, which are what grows during a run.")
 
 
 # ---------------------------------------------------------------------------------------- markdown
@@ -419,6 +515,36 @@ def _render_overhead(res: dict, add) -> None:
         "iperf3's packets and calls; block_io on fio's IOs); `cpu_sample` and `proc_tree` are always loaded, "
         "so their cost is the `--probes cpu_sample,proc_tree` row.")
     add("")
+    bc = ov.get("bpf_cost") or {}
+    if bc:
+        add("### What each probe costs in CPU")
+        add("")
+        add("One more run per condition with `kernel.bpf_stats_enabled=1` (the kernel then times every BPF "
+            "program run; restored afterwards), reading the recorder's programs from /proc/PID/fdinfo and the "
+            "recorder's own CPU from /proc/PID/stat, both over the time the command ran. These are CPU "
+            "times, so other load on the machine barely moves them (the timing itself adds a few tens of ns "
+            "per run). 'Machine' divides by all cores: the slowdown to expect for a workload that keeps "
+            "every core busy.")
+        add("")
+        add("| workload | condition | BPF runs/s | ns per run | BPF, % of a core | increment over cpu_sample+proc_tree | "
+            "sampler (perf_event) % of a core | recorder, % of a core | BPF + recorder, % of the machine |")
+        add("|---|---|---|---|---|---|---|---|---|")
+        rows = [(wl, cond, row) for wl, conds in bc.items() for cond, row in conds.items()]
+        lg = res.get("long") or {}
+        if lg.get("bpf"):
+            rows.append(("ddp" if lg.get("workload") == "ddp" else lg.get("workload"), "dpuprof (long run)",
+                         {"bpf": lg["bpf"], "recorder_cpu_pct": lg.get("recorder_cpu_pct"),
+                          "machine_pct": (lg["bpf"]["core_pct"] + (lg.get("recorder_cpu_pct") or 0))
+                          / (res["machine"]["cpus"] or 1)}))
+        for wl, cond, row in rows:
+            b = row.get("bpf") or {}
+            pe = (b.get("by_type") or {}).get("perf_event", {})
+            add(f"| {names.get(wl, wl)} | {cond.replace('probes:', '--probes ')} | "
+                f"{b.get('runs_per_s', 0):,.0f} | {_f(b.get('ns_per_run'), 0)} | {_f(b.get('core_pct'), 2, ' %')} | "
+                f"{_f(row.get('incremental_core_pct'), 2, ' %') if 'incremental_core_pct' in row else ''} | "
+                f"{_f(pe.get('core_pct'), 2, ' %')} | {_f(row.get('recorder_cpu_pct'), 2, ' %')} | "
+                f"{_f(row.get('machine_pct'), 2, ' %')} |")
+        add("")
 
 
 def _render_long(res: dict, add) -> None:
@@ -448,6 +574,11 @@ def _render_long(res: dict, add) -> None:
         f"{_f(lg['rss_10min_estimate_mb'], 1, ' MB')}. The recorder's own CPU while the command ran: "
         f"{_f(lg.get('recorder_cpu_pct'), 1, ' %')} of one core ({_f(lg.get('recorder_cpu_pct_second_half'), 1, ' %')} "
         f"over the second half). Lost samples: {lg['lost_samples']}.")
+    if lg.get("smaps_top"):
+        add("")
+        add("Where the recorder's RSS lived near the end (/proc/PID/smaps, by mapping): "
+            + ", ".join(f"{name} {_f(mb, 1, ' MB')}" for name, mb in lg["smaps_top"])
+            + f"; file-backed (shared-library pages) {_f(lg.get('rss_file_mb_last'), 1, ' MB')} in all.")
     series = lg.get("rss_series", [])
     if series:
         add("")

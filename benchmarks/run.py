@@ -145,16 +145,23 @@ def ddp_data(scratch: Path, cfg: Config) -> Path:
 
 # ---------------------------------------------------------------------------------------- running
 class RssSampler(threading.Thread):
-    """Samples a process (the recorder) until it exits: RSS and peak RSS from /proc/PID/status, its
-    own CPU time (utime + stime, not its children's) from /proc/PID/stat, and whether it has a child
-    yet (its command) from /proc/PID/task/PID/children."""
+    """Samples a process (the recorder) until it exits: RSS, peak RSS and the file-backed part from
+    /proc/PID/status, its own CPU time (utime + stime, not its children's) from /proc/PID/stat, and
+    whether it has a child yet (its command) from /proc/PID/task/PID/children. With ``bpf``, also
+    the run time of its BPF programs (/proc/PID/fdinfo, when kernel.bpf_stats_enabled is 1); with
+    ``smaps_every``, where its RSS lives (/proc/PID/smaps, by mapping)."""
 
-    def __init__(self, pid: int, period: float = 0.5):
+    def __init__(self, pid: int, period: float = 0.5, bpf: bool = False, smaps_every: float = 0.0):
         super().__init__(daemon=True)
-        self.pid, self.period = pid, period
+        self.pid, self.period, self.bpf, self.smaps_every = pid, period, bpf, smaps_every
         self.t0 = time.time()
-        # (seconds since launch, rss MB, hwm MB, cpu s, has a child)
-        self.samples: list[tuple[float, float, float, float, bool]] = []
+        # (seconds since launch, rss MB, hwm MB, cpu s, has a child, rss file-backed MB)
+        self.samples: list[tuple] = []
+        self.bpf_first: dict | None = None  # prog stats when the command started
+        self.bpf_last: dict = {}             # prog_id -> {"type", "run_time_ns", "run_cnt", "insns"}
+        self.bpf_span = (0.0, 0.0)
+        self.smaps: list[tuple[str, float]] = []
+        self._smaps_at = 0.0
         self.stop = threading.Event()
         self.tick = os.sysconf("SC_CLK_TCK")
 
@@ -168,14 +175,83 @@ class RssSampler(threading.Thread):
                 return
             vals = {}
             for line in status.splitlines():
-                if line.startswith(("VmRSS:", "VmHWM:")):
-                    vals[line[:5]] = int(line.split()[1]) / 1024
+                if line.startswith(("VmRSS:", "VmHWM:", "RssFile:")):
+                    key, val = line.split(":", 1)
+                    vals[key] = int(val.split()[0]) / 1024
             fields = stat[stat.rindex(")") + 2:].split()
             if "VmRSS" in vals and fields[0] != "Z":
+                now = time.time() - self.t0
                 cpu = (int(fields[11]) + int(fields[12])) / self.tick
-                self.samples.append((time.time() - self.t0, vals["VmRSS"], vals.get("VmHWM", 0.0), cpu,
-                                     bool(children)))
+                self.samples.append((now, vals["VmRSS"], vals.get("VmHWM", 0.0), cpu, bool(children),
+                                     vals.get("RssFile", 0.0)))
+                if self.bpf and children:
+                    progs = self._bpf_progs()
+                    if progs:
+                        if self.bpf_first is None:
+                            self.bpf_first, self.bpf_span = progs, (now, now)
+                        self.bpf_last, self.bpf_span = progs, (self.bpf_span[0], now)
+                if self.smaps_every and children and now - self._smaps_at >= self.smaps_every:
+                    self._smaps_at = now
+                    self.smaps = self._read_smaps() or self.smaps
             self.stop.wait(self.period)
+
+    def _bpf_progs(self) -> dict:
+        progs = {}
+        fd_dir = f"/proc/{self.pid}/fd"
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            return {}
+        for fd in fds:
+            try:
+                if "bpf-prog" not in os.readlink(f"{fd_dir}/{fd}"):
+                    continue
+                info = dict(line.split(":", 1) for line in
+                            Path(f"/proc/{self.pid}/fdinfo/{fd}").read_text().splitlines() if ":" in line)
+                progs[int(info["prog_id"])] = {"type": int(info["prog_type"]),
+                                               "run_time_ns": int(info.get("run_time_ns", 0)),
+                                               "run_cnt": int(info.get("run_cnt", 0)),
+                                               "insns": int(info.get("verified_insns", 0))}
+            except (OSError, KeyError, ValueError):
+                continue
+        return progs
+
+    def _read_smaps(self) -> list[tuple[str, float]]:
+        agg: dict[str, float] = {}
+        cur = "[anon]"
+        try:
+            with open(f"/proc/{self.pid}/smaps") as fh:
+                for line in fh:
+                    if line[0] in "0123456789abcdef" and "-" in line.split(" ", 1)[0]:
+                        parts = line.split(None, 5)
+                        cur = os.path.basename(parts[5].strip()) if len(parts) > 5 and parts[5].strip() else "[anon]"
+                    elif line.startswith("Rss:"):
+                        agg[cur] = agg.get(cur, 0.0) + int(line.split()[1]) / 1024
+        except OSError:
+            return []
+        return sorted(agg.items(), key=lambda kv: -kv[1])[:8]
+
+    def bpf_cost(self) -> dict | None:
+        """BPF programs' run time while the command ran: % of one core, runs/s, ns per run, by
+        program type (perf_event = the sampler, tracepoint = everything else)."""
+        if not self.bpf_first or not self.bpf_last:
+            return None
+        span = self.bpf_span[1] - self.bpf_span[0]
+        if span < 0.5:
+            return None
+        types = {5: "tracepoint", 7: "perf_event"}
+        by_type: dict[str, list] = {}
+        for pid, last in self.bpf_last.items():
+            first = self.bpf_first.get(pid, {"run_time_ns": 0, "run_cnt": 0})
+            t = by_type.setdefault(types.get(last["type"], str(last["type"])), [0, 0])
+            t[0] += last["run_time_ns"] - first["run_time_ns"]
+            t[1] += last["run_cnt"] - first["run_cnt"]
+        ns = sum(v[0] for v in by_type.values())
+        cnt = sum(v[1] for v in by_type.values())
+        return {"span_s": span, "programs": len(self.bpf_last), "core_pct": 100 * ns / 1e9 / span,
+                "runs_per_s": cnt / span, "ns_per_run": ns / cnt if cnt else None,
+                "by_type": {k: {"core_pct": 100 * v[0] / 1e9 / span, "runs_per_s": v[1] / span,
+                                "ns_per_run": v[0] / v[1] if v[1] else None} for k, v in by_type.items()}}
 
     def cpu_pct_while_child(self) -> float | None:
         """The process's own CPU as % of one core while its command ran (start-up excluded)."""
@@ -196,13 +272,13 @@ class RssSampler(threading.Thread):
 
 
 def run_cmd(cmd: list[str], timeout: float = 900, rss: bool = False, period: float = 0.5,
-            **kw) -> tuple[subprocess.CompletedProcess, RssSampler | None]:
+            bpf: bool = False, smaps_every: float = 0.0, **kw) -> tuple[subprocess.CompletedProcess, RssSampler | None]:
     """Run ``cmd`` to completion. The result also carries ``cpu_s``: the CPU time of the command and
     every descendant it reaped (``wait4``), e.g. a recorder plus its whole workload."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, **kw)
     sampler = None
     if rss:
-        sampler = RssSampler(proc.pid, period)
+        sampler = RssSampler(proc.pid, period, bpf=bpf, smaps_every=smaps_every)
         sampler.start()
     chunks: dict[str, str] = {}
     readers = [threading.Thread(target=lambda n=n, f=f: chunks.__setitem__(n, f.read()), daemon=True)
@@ -225,6 +301,24 @@ def run_cmd(cmd: list[str], timeout: float = 900, rss: bool = False, period: flo
     res = subprocess.CompletedProcess(cmd, proc.returncode, chunks.get("out", ""), chunks.get("err", ""))
     res.cpu_s = ru.ru_utime + ru.ru_stime
     return res, sampler
+
+
+@contextlib.contextmanager
+def bpf_stats():
+    """kernel.bpf_stats_enabled=1 for the duration (it makes the kernel time every BPF program run;
+    the previous value is restored)."""
+    path = Path("/proc/sys/kernel/bpf_stats_enabled")
+    try:
+        old = path.read_text().strip()
+        path.write_text("1")
+    except OSError:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        with contextlib.suppress(OSError):
+            path.write_text(old)
 
 
 class BackgroundPerf:
@@ -576,6 +670,46 @@ def _cost_pct(cost: list, bare: list) -> float | None:
     return 100 * (median(ratios) - 1) if ratios else None
 
 
+def bpf_cost_run(workload: Workload, cond: str, scratch: Path) -> dict:
+    """One run of ``workload`` under dpuprof (``cond``) with BPF run-time statistics on: what the
+    probes cost in the kernel and the recorder in user space, in CPU, independent of other load."""
+    work = Path(tempfile.mkdtemp(prefix=f"bpf-{workload.name}-", dir=scratch))
+    cmd, parse = workload.make(work)
+    with bpf_stats() as enabled:
+        res, sampler = run_cmd(condition_cmd(cond, cmd, work), timeout=600, rss=True, period=0.25, bpf=enabled)
+    if res.returncode != 0:
+        raise RuntimeError(f"{workload.name} under {cond} failed ({res.returncode}): {res.stderr[-600:]}")
+    value, units = parse(res.stdout)
+    shutil.rmtree(work, ignore_errors=True)
+    cost = sampler.bpf_cost() or {}
+    rec_pct = sampler.cpu_pct_while_child()
+    span = cost.get("span_s")
+    out = {"condition": cond, "metric": value, "units": units, "work_unit": workload.work_unit,
+           "bpf": cost, "recorder_cpu_pct": rec_pct}
+    if cost and rec_pct is not None:
+        out["total_core_pct"] = cost["core_pct"] + rec_pct
+        out["machine_pct"] = out["total_core_pct"] / (os.cpu_count() or 1)
+        # BPF time per unit of work: the whole run's units over the span they were measured in
+        out["bpf_us_per_unit"] = cost["core_pct"] / 100 * span * 1e6 / units if units and span else None
+    log(f"bpf cost {workload.name} {cond}: BPF {cost.get('core_pct', float('nan')):.2f} % of a core, "
+        f"recorder {rec_pct if rec_pct is not None else float('nan'):.2f} %")
+    return out
+
+
+def bench_bpf_cost(cfg: Config, scratch: Path) -> dict:
+    minimal = f"probes:{MINIMAL}"
+    out = {}
+    for wl, workload in (("iperf3", iperf3_workload(cfg.iperf_s)), ("fio", fio_workload(cfg.fio_s, scratch))):
+        conds = ["dpuprof", minimal, *(f"{minimal},{p}" for p, w in PROBE_WORKLOAD.items() if w == wl)]
+        rows = {c: bpf_cost_run(workload, c, scratch) for c in conds}
+        base = rows[minimal].get("bpf", {}).get("core_pct")
+        for c, row in rows.items():
+            if c.startswith(minimal + ",") and base is not None and row.get("bpf"):
+                row["incremental_core_pct"] = row["bpf"]["core_pct"] - base
+        out[wl] = rows
+    return out
+
+
 def bench_overhead(cfg: Config, scratch: Path, data: Path) -> dict:
     minimal = f"probes:{MINIMAL}"
     plus = lambda probe: f"probes:{MINIMAL},{probe}"  # noqa: E731
@@ -590,6 +724,8 @@ def bench_overhead(cfg: Config, scratch: Path, data: Path) -> dict:
     log("overhead: DDP training")
     ddp_conds = ["bare", "dpuprof"] if cfg.quick else ["bare", "dpuprof", "perf"]
     out["ddp"] = interleaved(ddp_workload(cfg.ddp_s, data, cfg), ddp_conds, cfg.ddp_rounds, scratch)
+    log("overhead: BPF program run time per probe (kernel.bpf_stats_enabled)")
+    out["bpf_cost"] = bench_bpf_cost(cfg, scratch)
     return out
 
 
@@ -622,7 +758,9 @@ def bench_long(cfg: Config, scratch: Path, data: Path) -> dict:
     perf = BackgroundPerf(perf_data)
     t0 = time.time()
     try:
-        res, sampler = run_cmd(record_cmd(rec, cmd), timeout=cfg.long_s + 600, rss=True)
+        with bpf_stats() as enabled:
+            res, sampler = run_cmd(record_cmd(rec, cmd), timeout=cfg.long_s + 600, rss=True, bpf=enabled,
+                                   smaps_every=30.0)
     finally:
         dp_wall = time.time() - t0
         perf_wall = perf.stop()
@@ -632,7 +770,17 @@ def bench_long(cfg: Config, scratch: Path, data: Path) -> dict:
     perf_bytes = perf_data.stat().st_size
     summary = summarize(rec)
     composition = rec_composition(rec)
-    n_stacks = len(__import__("dpuprof.recording", fromlist=["load"]).load(rec).table("stacks"))
+    from dpuprof.recording import load
+
+    loaded = load(rec)
+    n_stacks = len(loaded.table("stacks"))
+    cat_rows = loaded.table("cpu_category")
+    wl_pids = set(loaded.workload_pids)
+    rows_info = {"cpu_category_rows": len(cat_rows),
+                 "cpu_category_rows_workload": int(cat_rows["pid"].isin(wl_pids).sum()),
+                 "stack_samples_rows": len(loaded.table("stack_samples")),
+                 "intervals": len(loaded.table("intervals")),
+                 "processes_seen": len(loaded.table("processes")), "workload_processes": len(wl_pids)}
     s = sampler.samples
     peak_hwm = max(x[2] for x in s)
     steady = [x for x in s if x[4]] or s  # while the command ran (after the probes compiled)
@@ -659,11 +807,12 @@ def bench_long(cfg: Config, scratch: Path, data: Path) -> dict:
         "rec_bytes": rec_bytes, "perf_bytes": perf_bytes,
         "rec_mb_per_min": rec_bytes / 1e6 / (dp_wall / 60), "perf_mb_per_min": perf_bytes / 1e6 / (perf_wall / 60),
         "size_ratio": (perf_bytes / perf_wall) / (rec_bytes / dp_wall),
-        "rec_composition": composition[:6], "stacks": n_stacks,
+        "rec_composition": composition[:6], "stacks": n_stacks, "rows": rows_info,
         "lost_samples": summary["lost_samples"],
         "rss_peak_hwm_mb": peak_hwm, "rss_steady_max_mb": rss_max, "rss_slope_mb_per_min": slope,
         "rss_10min_estimate_mb": extrap, "recorder_cpu_pct": sampler.cpu_pct_while_child(),
-        "recorder_cpu_pct_second_half": cpu_half,
+        "recorder_cpu_pct_second_half": cpu_half, "bpf": sampler.bpf_cost(),
+        "rss_file_mb_last": s[-1][5], "smaps_top": [(name, round(mb, 1)) for name, mb in sampler.smaps],
         "rss_series": [(round(x[0], 1), round(x[1], 1)) for x in s[::step]] + [(round(s[-1][0], 1), round(s[-1][1], 1))],
     }
 

@@ -3,6 +3,7 @@
 // Purpose:  the network offload model's n (packets) and bytes moved, and a health signal.
 // Maps:     net_stats   HASH (ifname, dir) -> {bytes, packets}, cumulative; dir 0 = tx, 1 = rx
 //           tcp_retrans ARRAY [0] = cumulative TCP retransmits
+//           net_lost    ARRAY [0] = packets not counted (net_stats full)
 // Hooks:    tracepoints net:net_dev_xmit (rc == 0 only), net:netif_receive_skb,
 //           tcp:tcp_retransmit_skb
 // Overhead: one hash update per packet (per GRO/GSO segment, not per wire frame).
@@ -13,6 +14,7 @@ struct net_val { u64 bytes; u64 packets; };
 
 BPF_HASH(net_stats, struct net_key, struct net_val, 256);
 BPF_ARRAY(tcp_retrans, u64, 1);
+BPF_ARRAY(net_lost, u64, 1);      // [0] = packets not counted because net_stats was full
 
 static inline void net_count(struct net_key *key, u32 len) {
     struct net_val zero = {};
@@ -20,6 +22,11 @@ static inline void net_count(struct net_key *key, u32 len) {
     if (val) {
         __sync_fetch_and_add(&val->bytes, len);
         __sync_fetch_and_add(&val->packets, 1);
+    } else {
+        int zero = 0;
+        u64 *lost = net_lost.lookup(&zero);
+        if (lost)
+            __sync_fetch_and_add(lost, 1);
     }
 }
 

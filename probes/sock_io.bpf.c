@@ -3,6 +3,7 @@
 // Purpose:  which processes move the bytes (e.g. the DDP ranks' all-reduce traffic per step).
 // Maps:     sock_stats HASH (tgid, family, protocol, dir) -> {bytes, calls}, cumulative;
 //           dir 0 = send, 1 = recv.
+//           sock_lost  ARRAY [0] = calls not counted (sock_stats full)
 // Hooks:    tracepoints sock:sock_send_length, sock:sock_recv_length (Linux >= 6.3); inet
 //           sockets only (these tracepoints fire for AF_INET/AF_INET6).
 // Overhead: one hash update per send/recv call.
@@ -12,6 +13,7 @@ struct sock_key { u32 tgid; u16 family; u16 protocol; u32 dir; };
 struct sock_val { u64 bytes; u64 calls; };
 
 BPF_HASH(sock_stats, struct sock_key, struct sock_val, 8192);
+BPF_ARRAY(sock_lost, u64, 1);     // [0] = calls not counted because sock_stats was full
 
 static inline void sock_count(u16 family, u16 protocol, int ret, u32 dir) {
     if (ret <= 0)
@@ -23,6 +25,11 @@ static inline void sock_count(u16 family, u16 protocol, int ret, u32 dir) {
     if (val) {
         __sync_fetch_and_add(&val->bytes, ret);
         __sync_fetch_and_add(&val->calls, 1);
+    } else {
+        int zero = 0;
+        u64 *lost = sock_lost.lookup(&zero);
+        if (lost)
+            __sync_fetch_and_add(lost, 1);
     }
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up a fresh machine to develop and test dpuprof (run as root; idempotent):
-#   bcc + kernel headers, the test tools (Chromium for the HTML report test, sqlite3), and the
+#   bcc + kernel headers, the test tools (Chromium for the HTML report test, sqlite3, and iperf3,
+#   fio, openssl and perf for the hardening tests and benchmarks), and the
 #   Python packages: dpuprof itself with its test and example extras (PyTorch CPU for examples/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +12,7 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 scripts/install-bcc.sh
 need=()
-for pkg in chromium sqlite3; do dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg"); done
+for pkg in chromium sqlite3 iperf3 fio openssl linux-perf; do dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg"); done
 if [ "${#need[@]}" -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq "${need[@]}" >/dev/null

@@ -319,7 +319,7 @@ def test_disk_already_full_at_start(tmp_path, small_tmpfs):
                          timeout=60)
     assert res.returncode == 2
     lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"dpuprof: error: cannot "), res.stderr
+    assert len(lines) == 1 and lines[0].startswith("dpuprof: error: cannot "), res.stderr
     assert not out.exists() and not marker.exists()  # no half-made file, the command never ran
 
 

@@ -14,6 +14,7 @@ import grp
 import json
 import os
 import pwd
+import shutil
 import stat
 import subprocess
 import tempfile
@@ -56,11 +57,18 @@ def _identity(base: Path) -> dict:
 
 
 @pytest.mark.root
-def test_workload_runs_as_the_invoking_user_with_their_groups_only(tmp_path):
+def test_workload_runs_as_the_invoking_user_with_their_groups_only():
     pw = _user_with_supplementary_groups()
     groups = sorted(set(os.getgrouplist(pw.pw_name, pw.pw_gid)))
     work = Path(tempfile.mkdtemp(prefix="dpuprof-sudo-", dir="/tmp"))
     os.chmod(work, 0o777)
+    try:
+        _check_identity(pw, groups, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _check_identity(pw, groups, work: Path) -> None:
     ids, out = work / "ids", work / "run.rec"
     env = dict(os.environ, SUDO_UID=str(pw.pw_uid), SUDO_GID=str(pw.pw_gid), SUDO_USER=pw.pw_name,
                SUDO_COMMAND="/usr/bin/dpuprof record")

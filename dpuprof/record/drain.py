@@ -258,7 +258,9 @@ class LostDrainer:
 
     SOURCES = (("sample_lost", ("samples_map_full", "kernel_stack_lost", "user_stack_lost", "run_map_full")),
                ("tree_lost", ("tree_map_full",)),
-               ("blk_lost", ("block_start_map_full",)))
+               ("blk_lost", ("block_start_map_full",)),
+               ("net_lost", ("net_map_full",)),
+               ("sock_lost", ("sock_map_full",)))
 
     def __init__(self, bpf, used: list[str]):
         self.bpf = bpf

@@ -17,7 +17,7 @@ from dpuprof.render.palette import color
 WIDTH = 1200
 FRAME_H = 17
 PAD_TOP = 28
-MIN_PX = 0.4
+MIN_PX = 1.0
 MAX_FRAMES = 6000
 CHAR_PX = 6.6
 

@@ -66,12 +66,26 @@ def table(header: list[str], rows: list[list[str]], num_cols=(), classes=None) -
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
+def assumptions_cell(items: list[str]) -> str:
+    """The first assumption, and the rest behind a native <details> toggle (no script)."""
+    if not items:
+        return e(T.DASH)
+    first = e(items[0])
+    if len(items) == 1 and len(items[0]) < 240:
+        return first
+    rest = items[1:] if len(items[0]) < 240 else items
+    first = first if len(items[0]) < 240 else e(items[0][:200].rsplit(" ", 1)[0] + " …")
+    lis = "".join(f"<li>{e(a)}</li>" for a in rest)
+    return f"{first}<details><summary>{len(rest)} more</summary><ul>{lis}</ul></details>"
+
+
 def vendor_table(v: RunView) -> str:
     rows = T.vendor_rows(v)
     head = "".join(f"<th>{e(h)}</th>" for h in T.HEADER)
     body = "".join(
         "<tr>" + "".join(f'<td class="{cls}">{e(c)}</td>' for cls, c in
-                         zip(("", "num", "num", "num", "num", "assume"), r.cells())) + "</tr>"
+                         zip(("", "num", "num", "num", "num", "vendor"), r.cells()[:6]))
+        + f'<td class="assume">{assumptions_cell(r.assumptions)}</td></tr>'
         for r in rows)
     return f'<table class="vendor"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 

@@ -42,7 +42,7 @@ def _run(v: RunView, level: str = "##") -> list[str]:
     if v.warnings:
         out += ["", "> **Notes**"] + [f"> - {md(w)}" for w in v.warnings]
     out += ["", f"{level} Measured, not claimed", "",
-            table(T.HEADER, [r.cells() for r in T.vendor_rows(v)], right=(1, 2, 3)), ""]
+            table(T.HEADER, [r.cells() for r in T.vendor_rows(v)], right=(1, 2, 3, 4)), ""]
     if v.category_split:
         out += [f"{level} By category", "", table(T.CATEGORY_HEADER, T.category_rows(v), right=range(1, 6)), "",
                 f"{level} Top subcategories", "", table(T.SUBCATEGORY_HEADER, T.subcategory_rows(v), right=(1, 2)), ""]

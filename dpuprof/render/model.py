@@ -220,9 +220,11 @@ def _warnings(rec, summary: dict) -> list[str]:
         out.append(f"the workload exited with status {code}")
     for probe, why in sorted((rec.meta.get("probes_unavailable") or {}).items()):
         out.append(f"probe {probe} unavailable: {why}")
-    for kind, count in sorted((summary.get("lost") or {}).items()):
-        if count:
-            out.append(f"data lost in the kernel: {kind} x {count} (see the lost table)")
+    lost = sorted(((c, k) for k, c in (summary.get("lost") or {}).items() if c), reverse=True)
+    if lost:
+        shown = ", ".join(f"{k} x {c:,}" for c, k in lost[:4])
+        more = f" and {len(lost) - 4} more kinds" if len(lost) > 4 else ""
+        out.append(f"data lost in the kernel (see the lost table): {shown}{more}")
     rpid = rec.meta.get("recorder_pid")
     if rec.category_split and isinstance(rpid, int):
         cat = rec.table("cpu_category")

@@ -17,7 +17,7 @@ def share_ci(k: float, n: float, z: float = Z95) -> tuple[float, float]:
     """Wilson score interval for the proportion k/n (0..1); (0, 0) when n is 0."""
     if n <= 0:
         return 0.0, 0.0
-    p = k / n
+    p = min(max(k / n, 0.0), 1.0)  # more samples than capacity (clock skew, damaged input) clamps
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom

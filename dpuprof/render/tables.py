@@ -13,10 +13,11 @@ from dpuprof.render.model import RunView
 from dpuprof.render.projection import num, text_list
 from dpuprof.render.stats import count_ci, scaled_share_ci
 
-VENDOR = {"cores_for_ai": "vendor brief: ~70 % without a DPU, >95 % with one",
-          "infra_share": "vendor brief: infrastructure can take >30 % of a server's CPU cycles",
-          "allreduce": "vendor brief: ~500 µs -> ~180 µs (256 GPUs)",
-          "storage": "vendor brief: ~12 GB/s -> ~40 GB/s storage IO"}
+#: The BlueField solution brief's figures (DESIGN.md section 6), shown beside the measurement.
+VENDOR = {"cores_for_ai": "~70 % → >95 %",
+          "infra_share": ">30 % of CPU cycles",
+          "allreduce": "~500 µs → ~180 µs (256 GPUs)",
+          "storage": "~12 GB/s → ~40 GB/s IO throughput"}
 DASH = "—"
 
 
@@ -28,13 +29,14 @@ class Row:
     change: str = DASH
     range: str = DASH
     assumptions: list[str] = field(default_factory=list)
+    vendor: str = DASH  # what the vendor brief claims for this metric
 
     def cells(self) -> list[str]:
-        return [self.metric, self.measured, self.projected, self.change, self.range,
+        return [self.metric, self.measured, self.projected, self.change, self.range, self.vendor,
                 "; ".join(self.assumptions) or DASH]
 
 
-HEADER = ["Metric", "Measured", "Projected with DPU", "Change", "Range (95 %)", "Assumptions"]
+HEADER = ["Metric", "Measured", "Projected with DPU", "Change", "Range (95 %)", "Vendor brief", "Assumptions"]
 
 
 # ----------------------------------------------------------------------------- formatting
@@ -65,7 +67,7 @@ def fmt_num(x: float) -> str:
     x = float(x)
     if x == 0 or abs(x) >= 0.1:
         return f"{x:.2f}"
-    return f"{x:.2g}" if abs(x) >= 1e-4 else f"{x:.1e}"
+    return f"{x:.2g}" if abs(x) >= 1e-3 else ("<0.001" if x > 0 else ">-0.001")
 
 
 def fmt_cores(x: float | None) -> str:
@@ -123,9 +125,9 @@ def vendor_rows(v: RunView) -> list[Row]:
     projected = DASH if after is None else f"{after:.1f} % ({v.cpu_count * after / 100:.2f} of {v.cpu_count:g})"
     rows.append(Row("CPU cores available for AI", measured, projected,
                     fmt_pp(after - before) if after is not None and before is not None else DASH, rng,
-                    (text_list(cfa.get("assumptions")) or
-                     ["100 % minus network, storage, crypto and compression CPU, of all cores x duration"])
-                    + [VENDOR["cores_for_ai"]]))
+                    text_list(cfa.get("assumptions")) or
+                    ["100 % minus network, storage, crypto and compression CPU, of all cores x duration"],
+                    VENDOR["cores_for_ai"]))
 
     # 2. infrastructure share of busy CPU
     if split and v.busy_s:
@@ -141,7 +143,7 @@ def vendor_rows(v: RunView) -> list[Row]:
                         if v.capacity_s else f"{share:.1f} % of busy CPU",
                         fmt_pct(proj_share), fmt_pp(proj_share - share) if proj_share is not None else DASH,
                         f"{100 * lo:.1f}–{100 * hi:.1f} % (sampling)",
-                        ["busy = non-idle samples, host-wide", VENDOR["infra_share"]]))
+                        ["busy = non-idle samples, host-wide"], VENDOR["infra_share"]))
     else:
         rows.append(Row("Infrastructure share of host CPU", "n/a (no category split)"))
 
@@ -175,7 +177,7 @@ def vendor_rows(v: RunView) -> list[Row]:
                     f"{fmt_rate((rd + wr) / dur)})", "same bytes", "±0 %",
                     f"peak {fmt_rate(float((v.io['disk_read'] + v.io['disk_write']).max() or 0))}"
                     if not v.io.empty else DASH,
-                    [f"counted by {io.get('source', '?')}", VENDOR["storage"]]))
+                    [f"counted by {io.get('source', '?')}"], VENDOR["storage"]))
     ios = float(io.get("read_ios") or 0) + float(io.get("write_ios") or 0)
     rows.append(Row("IOPS", f"{ios / dur:,.0f} IO/s ({ios:,.0f} IOs)", "same IOs", "±0 %",
                     f"peak {float((v.io['read_iops'] + v.io['write_iops']).max() or 0):,.0f} IO/s"
@@ -190,7 +192,8 @@ def vendor_rows(v: RunView) -> list[Row]:
                         DASH if tcp is None else f"{tcp:,.0f} µs (TCP, modelled)",
                         DASH if rdma is None else f"{rdma:,.0f} µs (RDMA, modelled)",
                         fmt_rel(tcp, rdma), DASH,
-                        ["ring all-reduce, alpha-beta model", VENDOR["allreduce"]] + text_list(ar.get("assumptions"))))
+                        ["ring all-reduce, alpha-beta model"] + text_list(ar.get("assumptions")),
+                        VENDOR["allreduce"]))
 
     # 11. speedup
     sp = (proj or {}).get("speedup") or {}

@@ -87,7 +87,8 @@ def vendor(v: RunView, st: Style) -> list[str]:
     rows = T.vendor_rows(v)
     lines = text_table(T.HEADER[:5], [r.cells()[:5] for r in rows])
     out = ["  " + ln for ln in lines]
-    notes = [f"{r.metric}: {'; '.join(r.assumptions)}" for r in rows if r.assumptions]
+    notes = [f"{r.metric}: " + "; ".join(r.assumptions + ([f"vendor brief: {r.vendor}"] if r.vendor != T.DASH else []))
+             for r in rows if r.assumptions or r.vendor != T.DASH]
     if notes:
         out.append(st.dim("  Assumptions:"))
         out += [st.dim(clean(f"    - {n}")) for n in notes]
