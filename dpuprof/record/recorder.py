@@ -297,9 +297,12 @@ class Recorder:
             from dpuprof.record.drain import scale_to_exact
 
             drained = self.samples.drain(workload)
-            # The process's own CPU time from /proc is the total (it is what top, ps and getrusage
-            # report); sched_switch time covers processes that exited within the interval.
-            exact = drained["run_ns"] | {pid: s * 1e9 for pid, s in procs.last_deltas.items()}
+            # Each process's total: the larger of two lower bounds of its CPU time. sched_switch
+            # time misses what the scheduler charges a task between its wake-up and its switch-in;
+            # /proc's per-thread schedstat (what getrusage reports) misses threads that ended
+            # within the interval. Processes outside the workload have sched_switch time only.
+            run = drained["run_ns"]
+            exact = run | {pid: max(s * 1e9, run.get(pid, 0)) for pid, s in procs.last_deltas.items()}
             cpu_ns = scale_to_exact(drained["cpu"], exact, 1e9 / self.opts.freq_hz)
             rows = []
             for (pid, sub), ns in sorted(cpu_ns.items()):
