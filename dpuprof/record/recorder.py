@@ -57,6 +57,7 @@ class Recorder:
         self.dirty_procs: set[int] = set()
         self.process_ok: dict[int, bool] = {}
         self.lost_total = 0
+        self._totals: dict[int, tuple[float, float, float]] = {}  # pid -> (schedstat, run, charged) ns
 
     # ------------------------------------------------------------------ set-up
     def _load_bpf(self):
@@ -286,6 +287,26 @@ class Recorder:
         self.known_procs[pid] = known
         self.dirty_procs.add(pid)
 
+    def _exact_times(self, run_ns: dict[int, int], schedstat_s: dict[int, float], workload) -> dict:
+        """Exact on-CPU ns per process for this interval.
+
+        Two lower bounds of a process's CPU time: sched_switch time (``run_ns``) misses what the
+        scheduler charges a task between its wake-up and its switch-in; /proc's per-thread
+        schedstat (``schedstat_s``, what getrusage reports) misses threads that ended within an
+        interval. A workload process is charged the larger of the two *running totals*, so the
+        interval deltas add up to the larger total without the upward bias a per-interval max of
+        two slightly misaligned readings would have. Other processes have sched_switch time only.
+        """
+        exact = dict(run_ns)
+        for pid in set(schedstat_s) | (set(run_ns) & workload):
+            sched, run, charged = self._totals.get(pid, (0.0, 0.0, 0.0))
+            sched += schedstat_s.get(pid, 0.0) * 1e9
+            run += run_ns.get(pid, 0)
+            target = max(sched, run)
+            exact[pid] = target - charged
+            self._totals[pid] = (sched, run, target)
+        return exact
+
     def _write_interval(self, writer, child, host, procs, gpu, t0, t1):
         tables: dict[str, list] = {}
         workload = self._workload_pids(child)
@@ -297,12 +318,7 @@ class Recorder:
             from dpuprof.record.drain import scale_to_exact
 
             drained = self.samples.drain(workload)
-            # Each process's total: the larger of two lower bounds of its CPU time. sched_switch
-            # time misses what the scheduler charges a task between its wake-up and its switch-in;
-            # /proc's per-thread schedstat (what getrusage reports) misses threads that ended
-            # within the interval. Processes outside the workload have sched_switch time only.
-            run = drained["run_ns"]
-            exact = run | {pid: max(s * 1e9, run.get(pid, 0)) for pid, s in procs.last_deltas.items()}
+            exact = self._exact_times(drained["run_ns"], procs.last_deltas, workload)
             cpu_ns = scale_to_exact(drained["cpu"], exact, 1e9 / self.opts.freq_hz)
             rows = []
             for (pid, sub), ns in sorted(cpu_ns.items()):
