@@ -296,15 +296,22 @@ class Recorder:
         interval. A workload process is charged the larger of the two *running totals*, so the
         interval deltas add up to the larger total without the upward bias a per-interval max of
         two slightly misaligned readings would have. Other processes have sched_switch time only.
+        What workload processes gain over their sched_switch time is taken from idle (pid 0).
         """
         exact = dict(run_ns)
+        extra = 0.0
         for pid in set(schedstat_s) | (set(run_ns) & workload):
             sched, run, charged = self._totals.get(pid, (0.0, 0.0, 0.0))
             sched += schedstat_s.get(pid, 0.0) * 1e9
             run += run_ns.get(pid, 0)
             target = max(sched, run)
             exact[pid] = target - charged
+            extra += exact[pid] - run_ns.get(pid, 0)
             self._totals[pid] = (sched, run, target)
+        if extra > 0 and exact.get(0):
+            # The wake-up path the scheduler charges to the woken task ran in the idle task's
+            # context (the interrupt, the idle exit): take it from idle, so the host still adds up.
+            exact[0] = max(0.0, exact[0] - extra)
         return exact
 
     def _write_interval(self, writer, child, host, procs, gpu, t0, t1):
