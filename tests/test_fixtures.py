@@ -59,15 +59,24 @@ def test_size_budget(name):
 def test_categories_add_up_to_recorded_cpu(name, summaries):
     s = summaries[name]
     rec = load(_path(name))
-    # Host: busy categories plus idle cover every CPU for the whole recording.
+    wl = s["workload_cpu"]
+    # The workload's categories partition its recorded CPU time.
+    assert sum(wl["by_category"].values()) == pytest.approx(wl["total_s"], rel=0.01)
+    # psutil's per-process /proc totals miss the last partial interval of processes that exited
+    # (DataLoader workers, the launcher), so they may only be lower, and not by much.
+    assert wl["proc_cpu_s"] <= wl["total_s"] * 1.01
+    assert wl["total_s"] == pytest.approx(wl["proc_cpu_s"], rel=0.08)
+    # Host: busy categories plus idle cover every CPU for the whole recording. Within 2 %, not 1 %:
+    # the scheduler charges a woken task for its wake-up path (what getrusage reports, and so
+    # what dpuprof charges the workload); that time also ran in whatever task was current, and
+    # when that was not idle (a busy host) it counts twice -- most for the IO-heavy scenario.
     capacity = rec.meta["cpu_count"] * s["duration_s"]
     host = sum(s["host_cpu"]["by_category"].values()) + s["host_cpu"]["idle_s"]
-    assert host == pytest.approx(capacity, rel=0.01)
-    # Workload: its categories add up to its CPU time, and agree with /proc's per-process totals
-    # (which miss only the last partial interval of processes that exited).
-    wl = s["workload_cpu"]
-    assert sum(wl["by_category"].values()) == pytest.approx(wl["total_s"], rel=0.01)
-    assert wl["total_s"] == pytest.approx(wl["proc_cpu_s"], rel=0.05)
+    assert host == pytest.approx(capacity, rel=0.02)
+    # And the host's busy categories agree with the kernel's own /proc/stat accounting.
+    times = s["host_cpu"]["cpu_times"]
+    busy = sum(v for k, v in times.items() if k not in ("idle", "iowait"))
+    assert sum(s["host_cpu"]["by_category"].values()) == pytest.approx(busy, rel=0.02)
 
 
 @pytest.mark.parametrize("name", ALL)
