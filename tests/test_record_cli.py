@@ -30,8 +30,10 @@ def test_psutil_mode_records_without_category_split(tmp_path):
     s = summary_of(out)
     assert s["mode"] == "psutil" and s["category_split"] is False
     assert s["workload_cpu"]["by_category"] is None
-    assert 1.8 < s["workload_cpu"]["total_s"] < 3.5
-    assert s["host_cpu"]["cpu_times"]["user"] > 1.5
+    # psutil mode reads /proc once per interval, so the command's last (partial) second, after
+    # which it exited, is not seen: at least 1 of its 2 CPU seconds must be.
+    assert 1.0 < s["workload_cpu"]["total_s"] < 3.5
+    assert s["host_cpu"]["cpu_times"]["user"] > 1.0
     assert "cpu_sample" in s["probes_unavailable"]
 
 
