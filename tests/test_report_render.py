@@ -167,6 +167,23 @@ def test_renderer_on_synthetic(synth, fmt, tmp_path):
     check_output(fmt, rendered, synth)
 
 
+@pytest.mark.parametrize("mode", ["compare", "merge"])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_renderer_on_several_recordings(synth, tmp_path, fmt, mode):
+    other = tmp_path / "other.rec"
+    make_recording(other, seed=7, host="other-host")
+    make_projection(other)
+    rep = report_for(synth, other, mode=mode)
+    rendered = render(rep, fmt, tmp_path if fmt == "markdown" else None)
+    assert rendered.main
+    if fmt == "speedscope":
+        jsonschema = pytest.importorskip("jsonschema")
+        jsonschema.validate(json.loads(rendered.main), SPEEDSCOPE_SCHEMA)
+    if fmt == "folded":
+        assert sum(parse_folded(rendered.main.decode()).values()) == (
+            raw_stack_samples(synth) + raw_stack_samples(other))
+
+
 @pytest.mark.parametrize("fixture", FIXTURE_PARAMS)
 def test_cli_json_is_the_summary_contract(fixture):
     from click.testing import CliRunner

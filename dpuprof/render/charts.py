@@ -20,13 +20,20 @@ from dpuprof.render.palette import color  # noqa: E402
 
 SIZE = (7.0, 3.6)
 DPI = 100
-LAYOUT = "constrained"
 VENDOR_CORES_FOR_AI = (70.0, 95.0)  # the solution brief's "~70 %" and ">95 %"
 
 
 def _figure(size=SIZE) -> Figure:
-    fig = Figure(figsize=size, dpi=DPI, layout=LAYOUT)
-    return fig
+    """A stand-alone chart. Margins are set by hand (``_margins``): a layout engine would cost
+    about 40 % of the drawing time, and the report draws several charts."""
+    return Figure(figsize=size, dpi=DPI)
+
+
+def _margins(fig, left=0.09, right=0.97, top=0.9, bottom=0.13, **kw) -> None:
+    """Fixed margins for a stand-alone figure; inside the one-page dashboard the layout engine of
+    the parent figure places the axes instead."""
+    if fig.get_layout_engine() is None:
+        fig.subplots_adjust(left=left, right=right, top=top, bottom=bottom, **kw)
 
 
 def _empty(ax, text: str) -> None:
@@ -72,14 +79,18 @@ def category_bars(frame: pd.DataFrame, capacity: float | None = None,
         ax.text(x, total, f"{total:.2f}", ha="center", va="bottom", fontsize=8)
     if capacity:
         ax.axhline(capacity, color="#444444", linestyle="--", linewidth=1)
-        ax.text(0.01, capacity, f"all {capacity:g} cores", va="bottom", ha="left", fontsize=8, color="#444444",
+        ax.text(0.995, capacity, f"all {capacity:g} cores", va="bottom", ha="right", fontsize=8, color="#444444",
                 transform=blended_transform_factory(ax.transAxes, ax.transData))
         ax.set_ylim(0, max(capacity, float(bottom.max())) * 1.12)
     ax.set_ylabel("cores (CPU s / s)")
     ax.set_title(title, loc="left")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
-    if len(labels) > 4:
+    rotate = len(labels) > 4 or max(len(lbl) for lbl in labels) > 24
+    if rotate:
         ax.tick_params(axis="x", labelrotation=20)
+        for t in ax.get_xticklabels():
+            t.set_ha("right")
+    _margins(fig, right=0.8, bottom=0.28 if rotate else 0.1)
     _style(ax)
     return fig
 
@@ -107,6 +118,7 @@ def timeline(df: pd.DataFrame, title: str = "Host CPU by category over time", fi
     ax.set_xlabel("time since start (s)")
     ax.set_ylabel("cores")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    _margins(fig, right=0.8)
     _style(ax)
     return fig
 
@@ -114,7 +126,7 @@ def timeline(df: pd.DataFrame, title: str = "Host CPU by category over time", fi
 def cores_for_ai(frame: pd.DataFrame, title: str = "CPU cores available for AI", fig=None) -> Figure:
     """Horizontal bars of ``frame['pct']`` (share of all cores not spent on infrastructure), with the
     vendor's claims as reference lines; ``frame['cores']`` is printed on each bar."""
-    fig = fig if fig is not None else _figure((7.0, 1.6 + 0.5 * max(len(frame), 1)))
+    fig = fig if fig is not None else _figure((7.0, 1.35 + 0.5 * max(len(frame), 1)))
     ax = fig.add_subplot()
     ax.set_title(title, loc="left")
     frame = frame.dropna(subset=["pct"])
@@ -128,15 +140,18 @@ def cores_for_ai(frame: pd.DataFrame, title: str = "CPU cores available for AI",
     for y, (p, c) in enumerate(zip(pct, cores)):
         ax.text(min(p, 100) - 1, y, f"{p:.1f} % ({c:.2f} cores)", va="center", ha="right", color="white",
                 fontsize=8, fontweight="bold")
-    for i, ref in enumerate(VENDOR_CORES_FOR_AI):
-        ax.axvline(ref, color="#b22222", linestyle=":", linewidth=1.2,
-                   label="vendor brief: ~70 % today, >95 % with a DPU" if i == 0 else None)
+    for ref in VENDOR_CORES_FOR_AI:
+        ax.axvline(ref, color="#b22222", linestyle=":", linewidth=1.2)
         ax.text(ref, 1.0, f"{ref:.0f} %", color="#b22222", fontsize=7, ha="center", va="bottom",
                 transform=blended_transform_factory(ax.transData, ax.transAxes))
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.28), fontsize=7, frameon=False)
     ax.set_xlim(0, 100)
-    ax.set_xlabel("% of all cores x duration")
+    ax.set_xlabel("% of all cores x duration\n(dotted: the vendor brief's ~70 % today, >95 % with a DPU)",
+                  fontsize=9)
     ax.spines[["top", "right"]].set_visible(False)
+    if isinstance(fig, Figure):  # stand-alone; a SubFigure is placed by the dashboard's layout
+        height = fig.get_size_inches()[1]
+        _margins(fig, left=min(0.45, 0.04 + 0.0125 * max(len(lbl) for lbl in labels)), right=0.96,
+                 top=1 - 0.45 / height, bottom=0.8 / height)
     return fig
 
 
@@ -150,7 +165,7 @@ def waterfall(steps: pd.DataFrame, start: float, title: str = "Infrastructure CP
     if steps.empty:
         _empty(ax, "no projection: run dpuprof project first")
         return fig
-    labels = ["measured"] + [str(i) for i in steps.index] + ["with DPU"]
+    labels = ["measured"] + [str(i).replace(" / ", " /\n") for i in steps.index] + ["with DPU"]
     level = start
     ax.bar(0, start, color="#555555", width=0.6)
     for x, (_, row) in enumerate(steps.iterrows(), start=1):
@@ -164,6 +179,7 @@ def waterfall(steps: pd.DataFrame, start: float, title: str = "Infrastructure CP
     ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
     ax.set_ylim(0, start * 1.15 if start > 0 else 1)
     ax.set_ylabel("infrastructure cores")
+    _margins(fig, left=0.1, bottom=0.32)
     _style(ax)
     return fig
 
@@ -208,6 +224,7 @@ def throughput(io_df: pd.DataFrame, title: str = "Network and storage throughput
     disk_ax.legend(handles, labels, fontsize=8, frameon=False, loc="upper left", ncols=3)
     disk_ax.set_xlabel("time since start (s)")
     disk_ax.set_xlim(x[0], x[-1])
+    _margins(fig, left=0.1, right=0.9, top=0.92, bottom=0.11, hspace=0.15)
     return fig
 
 
@@ -228,6 +245,7 @@ def compare_shares(cmp: pd.DataFrame, a_name: str, b_name: str,
     ax.set_xticks(list(x), [str(c) for c in cmp.index], fontsize=8)
     ax.set_ylabel("% of busy CPU samples")
     ax.legend(fontsize=8, frameon=False)
+    _margins(fig, bottom=0.1)
     _style(ax)
     return fig
 

@@ -87,28 +87,32 @@ def _single(v: RunView, prefix: str = "", label: str = "") -> list[Chart]:
     out = []
     if v.category_split:
         ba = before_after(v)
-        out.append(Chart(f"{prefix}cpu-by-category", f"Host CPU by category, before and after{name}",
+        title = f"Host CPU by category{', before and after' if v.projection else ''}{name}"
+        out.append(Chart(f"{prefix}cpu-by-category", title,
                          "Average cores per category over the recording; projected bars come from the "
                          "DPU projection. The dashed line is all cores.",
-                         lambda fig=None: charts.category_bars(ba, v.cpu_count, fig=fig)))
+                         lambda fig=None, t=title: charts.category_bars(ba, v.cpu_count, title=t, fig=fig)))
         cf = cores_frame(v)
-        out.append(Chart(f"{prefix}cores-for-ai", f"CPU cores available for AI{name}",
+        title = f"CPU cores available for AI{name}"
+        out.append(Chart(f"{prefix}cores-for-ai", title,
                          "Cores not spent on network, storage, crypto or compression, as a share of all "
                          "cores; dotted lines are the vendor brief's claims.",
-                         lambda fig=None: charts.cores_for_ai(cf, fig=fig)))
-    out.append(Chart(f"{prefix}categories-over-time", f"Categories over time{name}",
+                         lambda fig=None, t=title: charts.cores_for_ai(cf, title=t, fig=fig)))
+    title = f"Categories over time{name}"
+    out.append(Chart(f"{prefix}categories-over-time", title,
                      "Cores used per category in each recording interval." if v.category_split else
                      "Host CPU time per field (psutil mode: no category split).",
-                     lambda fig=None: charts.timeline(v.timeline, fig=fig)))
+                     lambda fig=None, t=title: charts.timeline(v.timeline, title=t, fig=fig)))
     if v.projection and v.category_split:
         start, steps = waterfall_steps(v)
-        out.append(Chart(f"{prefix}savings-waterfall", f"Savings by category and mechanism{name}",
+        title = f"Savings by category and mechanism{name}"
+        out.append(Chart(f"{prefix}savings-waterfall", title,
                          "Infrastructure cores measured, minus what each offload mechanism frees, "
                          "to what stays on the host.",
-                         lambda fig=None: charts.waterfall(steps, start, fig=fig)))
-    out.append(Chart(f"{prefix}throughput", f"Network and storage throughput{name}",
-                     "Bytes per second per interval; IOPS on the right axis.",
-                     lambda fig=None: charts.throughput(v.io, fig=fig)))
+                         lambda fig=None, t=title: charts.waterfall(steps, start, title=t, fig=fig)))
+    title = f"Network and storage throughput{name}"
+    out.append(Chart(f"{prefix}throughput", title, "Bytes per second per interval; IOPS on the right axis.",
+                     lambda fig=None, t=title: charts.throughput(v.io, title=t, fig=fig)))
     return out
 
 
