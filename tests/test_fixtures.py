@@ -73,10 +73,12 @@ def test_categories_add_up_to_recorded_cpu(name, summaries):
     capacity = rec.meta["cpu_count"] * s["duration_s"]
     host = sum(s["host_cpu"]["by_category"].values()) + s["host_cpu"]["idle_s"]
     assert host == pytest.approx(capacity, rel=0.02)
-    # And the host's busy categories agree with the kernel's own /proc/stat accounting.
+    # And the host's busy categories agree with the kernel's own /proc/stat accounting, to 5 %:
+    # /proc/stat is tick-sampled, and under NOHZ it counts the interrupt and wake-up work done in
+    # the idle task's context as idle, which dpuprof charges to the woken task (see above).
     times = s["host_cpu"]["cpu_times"]
     busy = sum(v for k, v in times.items() if k not in ("idle", "iowait"))
-    assert sum(s["host_cpu"]["by_category"].values()) == pytest.approx(busy, rel=0.02)
+    assert sum(s["host_cpu"]["by_category"].values()) == pytest.approx(busy, rel=0.05)
 
 
 @pytest.mark.parametrize("name", ALL)
