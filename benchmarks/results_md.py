@@ -70,14 +70,15 @@ def evaluate(res: dict) -> list[dict]:
                             ("overhead_iperf3", "iperf3", TARGETS["overhead_iperf3"])):
         d = ov[wl]["conditions"]
         dp, pf = d["dpuprof"], d.get("perf")
+        met, verdict = overhead_verdict(res, wl, target)
         out.append({
             "id": key, "name": f"slowdown of {'DDP steps/s' if wl == 'ddp' else 'iperf3 loopback throughput'}",
             "target": f"≤ {target:g} %",
             "measured": f"{_f(dp['slowdown_pct'], 1, ' %')} (per-round range {_spread(dp)}; {ov[wl]['rounds']} rounds)"
                         + _cost_note(dp) + _estimate_note(res, wl),
             "perf": f"{_f(pf['slowdown_pct'], 1, ' %')} ({_spread(pf)})" + _cost_note(pf) if pf else "not run in --quick",
-            "met": dp["slowdown_pct"] <= target,
-            "why": _why_overhead(res, wl, target) if dp["slowdown_pct"] > target else None,
+            "met": met, "verdict": verdict,
+            "why": _why_overhead(res, wl, target) if verdict != "yes" else None,
         })
     lg = res["long"]
     out.append({
@@ -126,8 +127,30 @@ def evaluate(res: dict) -> list[dict]:
     if res["mode"] == "quick":
         for t in out:
             if t["id"] in TIMED or t["id"] == "rss_mb":
-                t["met"] = None  # a smoke run judges no timings
+                t["met"], t["verdict"] = None, "—"  # a smoke run judges no timings
     return out
+
+
+def overhead_verdict(res: dict, wl: str, target: float) -> tuple[bool | None, str]:
+    """Judge a slowdown target. The per-round slowdowns' range is a confidence interval for their
+    median (sign test: about 94 % with 5 rounds, 88 % with 4): the target is met when the whole range
+    is within it, missed when the whole range is beyond it, and otherwise the throughput does not
+    resolve it on this machine; then the CPU cost (BPF run time plus the recorder's CPU, which load
+    hardly moves) decides, and the verdict says so."""
+    dp = res["overhead"][wl]["conditions"]["dpuprof"]
+    lo, hi = 100 * (1 - dp["ratio_max"]), 100 * (1 - dp["ratio_min"])
+    est = cpu_estimate(res, wl)
+    by_cpu = None if est is None else est["machine_pct"] <= target
+    yes_no = lambda ok: "yes" if ok else "**no**"  # noqa: E731
+    # The throughput resolves the target only when the rounds agree to within twice its size.
+    if hi - lo <= 2 * target and (hi <= target or lo > target):
+        ok = hi <= target
+        if by_cpu is None or by_cpu == ok:
+            return ok, yes_no(ok)
+        return ok, f"{yes_no(ok)} by throughput; {yes_no(by_cpu)} by CPU cost"
+    if by_cpu is None:
+        return None, "unresolved (throughput too noisy)"
+    return by_cpu, f"{yes_no(by_cpu)} by CPU cost (throughput unresolved)"
 
 
 def _estimate_note(res: dict, wl: str) -> str:
@@ -176,12 +199,20 @@ def _why_accuracy(bad: list[dict]) -> str:
                      f"dpuprof/data/rules.toml (for example `\"{mod}\"`), or symbolise stripped static "
                      f"binaries through their .gnu_debuglink debug files where installed.")
         if out.get("under_own_share", 0) > 0.005:
+            under = out.get("under_top") or []
+            kinds = sorted({t["subcategory"] for t in under})
             text += (f" {_pct(out['under_own_share'])} of the tool's samples sat under a {r['category']} "
-                     f"frame but a more specific rule on a frame nearer the leaf decided them (the "
-                     f"leaf-most-rule principle: page allocation for the socket buffer counts as "
-                     f"kernel_other.mm). To close: context rules in dpuprof/data/rules.toml, e.g. mm and "
-                     f"scheduler frames under tcp_*/sock_* count as {r['category']} (Cai et al. count memory "
-                     f"management under the stack as network overhead).")
+                     f"frame, but a rule on a frame nearer the leaf decided them (the leaf-most-rule "
+                     f"principle)" + (": " + ", ".join(f"{t['frame']} → {t['subcategory']} {_pct(t['share'])}"
+                                                       for t in under) if under else "")
+                     + f". To close: context rules in dpuprof/data/rules.toml, so that "
+                     f"{' and '.join(k.split('.', 1)[-1] for k in kinds) or 'such'} frames under a "
+                     f"{r['category']} frame count as {r['category']}"
+                     + (" (Cai et al. count memory management and scheduling under the stack as network "
+                        "overhead)" if r["category"] == "network" else "") + ".")
+        if r.get("ratio_total") is not None and abs(r["ratio_total"] - 1) > 0.03:
+            text += (f" Part of the gap is the total: dpuprof charged the tool {_f(r['ratio_total'], 3)}× the CPU "
+                     f"the kernel accounted to it (wait4), and the category inherits that error.")
         sys_parts = [t for t in tops if t["frame"].startswith("no rule; in __x64_sys_")]
         if sys_parts:
             calls = ", ".join(f"{t['frame'].split('in ', 1)[1]} ({_pct(t['share'])})" for t in sys_parts)
@@ -268,22 +299,31 @@ def _why_overhead(res: dict, wl: str, target: float) -> str:
         if est["machine_pct"] <= target:
             text += "By that measure the target holds, and the throughput median is noise. "
         else:
-            text += "By that measure too the cost is above the target. "
+            text += "By that measure the cost is above the target. "
+        text += (f"The BPF time is host-wide (the programs run for every process's events, other work on a "
+                 f"shared machine included), and the recorder's {_f(est['recorder_core_pct'], 1, ' %')} of one "
+                 f"core is a fixed cost per host: {_f(est['recorder_core_pct'] / (res['machine']['cpus'] or 1), 2, ' %')} "
+                 f"of this {res['machine']['cpus']}-core machine, {_f(est['recorder_core_pct'] / 32, 2, ' %')} of a "
+                 f"32-core training host. ")
     rows = (ov.get("bpf_cost") or {})
-    parts = []
+    parts, bases = [], []
     for w, conds in rows.items():
         for cond, row in conds.items():
-            if cond.startswith("probes:") and row.get("bpf"):
-                probe = cond.split(":", 1)[1]
-                probe = probe.rsplit(",", 1)[1] if probe.count(",") > 1 else probe
-                core = row.get("incremental_core_pct", row["bpf"]["core_pct"])
-                parts.append((core, probe, w, row))
+            if not (cond.startswith("probes:") and row.get("bpf")):
+                continue
+            probe = cond.split(":", 1)[1]
+            if "incremental_core_pct" in row:
+                parts.append((row["incremental_core_pct"], probe.rsplit(",", 1)[1], w))
+            else:
+                bases.append((row["bpf"]["core_pct"], w))
     if parts:
         parts.sort(key=lambda x: -x[0])
-        text += ("BPF time by probe (each on the workload whose events it handles; increments over "
-                 "cpu_sample+proc_tree): " + ", ".join(f"{p} {_f(c, 2, ' %')} of a core ({w})" for c, p, w, _ in parts)
-                 + ". What would close it: ")
-        fixes = [f"{p}: {PROBE_FIX[p]}" for c, p, _, _ in parts[:2] if p in PROBE_FIX and c > 0.2]
+        text += ("BPF time per probe, on the workload whose events it handles, over the always-loaded "
+                 "cpu_sample+proc_tree (" + ", ".join(f"{_f(c, 2, ' %')} of a core on {w}" for c, w in bases) + "): "
+                 + ", ".join(f"{p} +{_f(c, 2, ' %')} ({w})" for c, p, w in parts) + ". What would close it: ")
+        fixes = [f"{p}: {PROBE_FIX[p]}" for c, p, _ in parts[:2] if p in PROBE_FIX and c > 0.2]
+        if bases and max(c for c, _ in bases) > 0.5:
+            fixes.append(f"cpu_sample+proc_tree: {PROBE_FIX['cpu_sample,proc_tree']}")
         text += "; ".join(fixes) + ("; " if fixes else "")
     rec = est["recorder_core_pct"] if est else dp.get("recorder_cpu_pct")
     text += (f"the recorder's own {_f(rec, 1, ' %')} of a core goes to draining, symbolising and writing "
@@ -391,15 +431,21 @@ def render(res: dict) -> str:
     add("")
     add("## Targets")
     add("")
-    add("| target | goal | dpuprof (median) | perf record -a -g -F 99 | met |")
+    add("Verdicts: accuracy from the repetitions pooled. A slowdown is judged by throughput when the rounds "
+        "resolve it (every round's slowdown on the same side of the target, and the rounds within twice the "
+        "target of each other: the range of per-round values is a sign-test confidence interval for their "
+        "median), otherwise by its CPU cost (BPF run time plus the recorder's own CPU, as a share of the "
+        "machine; section 2), which other load hardly moves; where both resolve and disagree, both are shown.")
+    add("")
+    add("| target | goal | dpuprof | perf record -a -g -F 99 | met |")
     add("|---|---|---|---|---|")
     for t in res["targets"]:
-        met = {True: "yes", False: "**no**", None: "—"}[t["met"]]
+        met = t.get("verdict") or {True: "yes", False: "**no**", None: "—"}[t["met"]]
         add(f"| {t['name']} | {t['target']} | {t['measured']} | {t['perf']} | {met} |")
-    missed = [t for t in res["targets"] if t["met"] is False]
+    missed = [t for t in res["targets"] if t.get("why") and (t["met"] is False or t.get("verdict", "yes") != "yes")]
     if missed:
         add("")
-        add("### Why the missed targets missed, and what would close them")
+        add("### Why the missed (or unresolved) targets missed, and what would close them")
         add("")
         for t in missed:
             add(f"- **{t['name']}**: {t['why']}")
@@ -450,18 +496,21 @@ def _render_accuracy(res: dict, add) -> None:
     add("")
     add(f"Runs: each tool alone for {cfg['acc_alone_s']} s" if cfg["acc_alone"] else "Runs: (alone runs skipped in quick mode)")
     add(f"and all {len({r['tool'] for r in acc['table']})} at once for {cfg['acc_together_s']} s under one "
-        f"recording (two cores shared by all), {cfg['acc_reps']} repetition(s), medians; dpuprof at its "
-        f"default 99 Hz.")
+        f"recording (two cores shared by all); {cfg['acc_reps']} repetition(s) pooled (seconds and samples "
+        f"summed, as one longer run; the ratio's range over the repetitions in brackets; each repetition is "
+        f"in results.json); dpuprof at its default 99 Hz.")
     add("")
     add("| run | tool | category | ground truth | truth s | dpuprof s | ratio | total ratio | share: truth / dpuprof / perf | worst Δ vs perf |")
     add("|---|---|---|---|---|---|---|---|---|---|")
     for r in acc["table"]:
         add(f"| {r['kind']} | {r['tool']} | {r['category']} | {r['truth']} | {_f(r['gt_cat_s'])} | "
-            f"{_f(r['dp_cat_s'])} | {_f(r['ratio_cat'])} | {_f(r['ratio_total'], 3)} | "
+            f"{_f(r['dp_cat_s'])} | {_f(r['ratio_cat'])}"
+            + (f" [{_f(r['ratio_cat_range'][0])}–{_f(r['ratio_cat_range'][1])}]" if r.get("reps", 1) > 1 and r.get("ratio_cat_range") else "")
+            + f" | {_f(r['ratio_total'], 3)} | "
             f"{_pct(r['gt_share'])} / {_pct(r['dp_share_cat'])} / {_pct(r['perf_share_cat'])} | "
             f"{_f(r['pp_vs_perf'], 1)} pp ({r['pp_vs_perf_category']}) |")
     add("")
-    add("Category shares of each tool's CPU, dpuprof / perf (median):")
+    add("Category shares of each tool's CPU, dpuprof / perf (pooled):")
     add("")
     add("| run | tool | " + " | ".join(CATEGORIES) + " | perf samples |")
     add("|---|---|" + "---|" * len(CATEGORIES) + "---|")
@@ -507,9 +556,9 @@ def _render_overhead(res: dict, add) -> None:
         "(the workload's whole process tree, plus the profiler when there is one, less the profiler's "
         "own start-up before the command began: compiling the probes happens once per recording), divided "
         "by the work done (GB moved, IOs, optimizer steps; the training's own start-up is included in "
-        "every condition alike). It counts what the profiler costs in CPU — its BPF programs run in the "
-        "workload's context and are charged to it — and it is far less sensitive to other load on the "
-        "machine than throughput, which depends on how much CPU the workload happened to get.")
+        "every condition alike). It counts what the profiler costs in CPU (its BPF programs run in the "
+        "workload's context and are charged to it) and is less sensitive to other load than throughput, "
+        "though not immune: a contended loopback pair batches differently, which moves its CPU per GB.")
     add("")
     add("Each probe is measured on the workload whose events it handles (softirq, net_dev and sock_io on "
         "iperf3's packets and calls; block_io on fio's IOs); `cpu_sample` and `proc_tree` are always loaded, "
@@ -524,7 +573,8 @@ def _render_overhead(res: dict, add) -> None:
             "recorder's own CPU from /proc/PID/stat, both over the time the command ran. These are CPU "
             "times, so other load on the machine barely moves them (the timing itself adds a few tens of ns "
             "per run). 'Machine' divides by all cores: the slowdown to expect for a workload that keeps "
-            "every core busy.")
+            "every core busy. BPF time is host-wide: the programs run for every process's events, other "
+            "work on a shared machine included.")
         add("")
         add("| workload | condition | BPF runs/s | ns per run | BPF, % of a core | increment over cpu_sample+proc_tree | "
             "sampler (perf_event) % of a core | recorder, % of a core | BPF + recorder, % of the machine |")

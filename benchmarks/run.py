@@ -442,8 +442,9 @@ def outside_category(rec: Path, pids: set[int], category: str, top: int = 3) -> 
         groups[key] = groups.get(key, 0.0) + float(n)
     rows = [{"subcategory": k[0], "frame": k[1], "under_own_category": k[2], "share": v / total}
             for k, v in sorted(groups.items(), key=lambda kv: -kv[1])]
-    under = sum(x["share"] for x in rows if x["under_own_category"])
-    return {"top": rows[:top], "outside_share": sum(x["share"] for x in rows), "under_own_share": under}
+    under = [x for x in rows if x["under_own_category"]]
+    return {"top": rows[:top], "outside_share": sum(x["share"] for x in rows),
+            "under_own_share": sum(x["share"] for x in under), "under_top": under[:top]}
 
 
 def _unmatched(kframes: list[str], uframes: list[str]) -> str:
@@ -522,29 +523,41 @@ def bench_accuracy(cfg: Config, scratch: Path) -> dict:
         log(f"accuracy: all tools at once (rep {rep + 1}/{cfg.acc_reps})")
         runs += accuracy_run("together", accuracy_tools(cfg.acc_together_s, free_port(), scratch),
                              cfg.acc_together_s, scratch, rep)
+    return {"runs": runs, "table": accuracy_table(runs, accuracy_tools(1, 0, scratch))}
+
+
+def accuracy_table(runs: list[dict], tools: list[Tool]) -> list[dict]:
+    """Per (run kind, tool): the repetitions pooled (seconds and samples summed, as one longer run),
+    which is less noisy than a median of short runs; the per-repetition values stay in ``runs``."""
     table = []
     for kind in ("alone", "together"):
-        for tool in accuracy_tools(1, 0, scratch):
+        for tool in tools:
             rs = [r for r in runs if r["kind"] == kind and r["tool"] == tool.name]
             if not rs:
                 continue
-            med = lambda key: median([r[key] for r in rs])  # noqa: E731
-            typical = min(rs, key=lambda r: abs((r["ratio_cat"] or 0) - (med("ratio_cat") or 0)))
+            dp = {c: sum(r["dp_by_category"][c] for r in rs) for c in CATEGORIES}
+            pc = {c: sum(r["perf_share"][c] * r["perf_samples"] for r in rs) for c in CATEGORIES}
+            dp_total, perf_n = sum(dp.values()), sum(pc.values())
+            gt_cpu, gt_cat = sum(r["gt_cpu_s"] for r in rs), sum(r["gt_cat_s"] for r in rs)
+            dp_share = {c: dp[c] / dp_total if dp_total else 0.0 for c in CATEGORIES}
+            perf_share = {c: pc[c] / perf_n if perf_n else 0.0 for c in CATEGORIES}
+            diffs = {c: 100 * (dp_share[c] - perf_share[c]) for c in CATEGORIES}
+            worst = max(CATEGORIES, key=lambda c: abs(diffs[c]))
+            typical = sorted(rs, key=lambda r: r["ratio_cat"] or 0)[len(rs) // 2]
             table.append({
                 "kind": kind, "tool": tool.name, "category": tool.category, "truth": tool.truth,
                 "why": tool.why, "reps": len(rs),
-                "gt_cpu_s": med("gt_cpu_s"), "gt_cat_s": med("gt_cat_s"), "dp_cat_s": med("dp_cat_s"),
-                "dp_total_s": med("dp_total_s"), "ratio_cat": med("ratio_cat"),
-                "ratio_total": med("ratio_total"), "gt_share": med("gt_share"),
-                "dp_share_cat": median([r["dp_share"][tool.category] for r in rs]),
-                "perf_share_cat": median([r["perf_share"][tool.category] for r in rs]),
-                "pp_vs_perf": med("pp_vs_perf"), "perf_samples": med("perf_samples"),
-                "pp_vs_perf_category": statistics.mode([r["pp_vs_perf_category"] for r in rs]),
-                "dp_share": {c: median([r["dp_share"][c] for r in rs]) for c in CATEGORIES},
-                "perf_share": {c: median([r["perf_share"][c] for r in rs]) for c in CATEGORIES},
-                "outside": typical["outside"],
+                "gt_cpu_s": gt_cpu, "gt_cat_s": gt_cat, "dp_cat_s": dp[tool.category], "dp_total_s": dp_total,
+                "ratio_cat": dp[tool.category] / gt_cat if gt_cat else None,
+                "ratio_total": dp_total / gt_cpu if gt_cpu else None,
+                "ratio_cat_range": [min(r["ratio_cat"] or 0 for r in rs), max(r["ratio_cat"] or 0 for r in rs)],
+                "gt_share": gt_cat / gt_cpu if gt_cpu else None,
+                "dp_share_cat": dp_share[tool.category], "perf_share_cat": perf_share[tool.category],
+                "pp_vs_perf": abs(diffs[worst]), "pp_vs_perf_category": worst, "perf_samples": perf_n,
+                "dp_share": dp_share, "perf_share": perf_share,
+                "outside": typical["outside"],  # the repetition with the median ratio
             })
-    return {"runs": runs, "table": table}
+    return table
 
 
 # ---------------------------------------------------------------------------------------- 2. overhead
@@ -713,9 +726,11 @@ def bench_bpf_cost(cfg: Config, scratch: Path) -> dict:
 def bench_overhead(cfg: Config, scratch: Path, data: Path) -> dict:
     minimal = f"probes:{MINIMAL}"
     plus = lambda probe: f"probes:{MINIMAL},{probe}"  # noqa: E731
-    iperf_conds = ["bare", "dpuprof", "perf", minimal,
-                   *(plus(p) for p, w in PROBE_WORKLOAD.items() if w == "iperf3")]
-    fio_conds = ["bare", "dpuprof", "perf", minimal, *(plus(p) for p, w in PROBE_WORKLOAD.items() if w == "fio")]
+    # Per-probe throughput rounds only in the full suite; --quick measures each probe's CPU below.
+    per_probe = (lambda wl: []) if cfg.quick else (  # noqa: E731
+        lambda wl: [minimal, *(plus(p) for p, w in PROBE_WORKLOAD.items() if w == wl)])
+    iperf_conds = ["bare", "dpuprof", "perf", *per_probe("iperf3")]
+    fio_conds = ["bare", "dpuprof", "perf", *per_probe("fio")]
     out = {}
     log("overhead: iperf3 loopback")
     out["iperf3"] = interleaved(iperf3_workload(cfg.iperf_s), iperf_conds, cfg.iperf_rounds, scratch)
@@ -923,7 +938,7 @@ def machine_info() -> dict:
         "cpus": os.cpu_count(), "memory_gib": round(mem, 1), "python": platform.python_version(),
         "dpuprof_version": __version__, "git_commit": cmd_out(["git", "rev-parse", "--short", "HEAD"]),
         "git_dirty": bool(cmd_out(["git", "status", "--porcelain", "--untracked-files=no"])),
-        "tool_versions": {k: (v[0] if v else "?") for k, v in versions.items()},
+        "tool_versions": {k: (v[0].strip("* ") if v else "?") for k, v in versions.items()},
         "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }
 
