@@ -57,7 +57,6 @@ class Recorder:
         self.dirty_procs: set[int] = set()
         self.process_ok: dict[int, bool] = {}
         self.lost_total = 0
-        self._totals: dict[int, tuple[float, float, float]] = {}  # pid -> (schedstat, run, charged) ns
 
     # ------------------------------------------------------------------ set-up
     def _load_bpf(self):
@@ -290,27 +289,19 @@ class Recorder:
     def _exact_times(self, run_ns: dict[int, int], schedstat_s: dict[int, float], workload) -> dict:
         """Exact on-CPU ns per process for this interval.
 
-        Two lower bounds of a process's CPU time: sched_switch time (``run_ns``) misses what the
-        scheduler charges a task between its wake-up and its switch-in; /proc's per-thread
-        schedstat (``schedstat_s``, what getrusage reports) misses threads that ended within an
-        interval. A workload process is charged the larger of the two *running totals*, so the
-        interval deltas add up to the larger total without the upward bias a per-interval max of
-        two slightly misaligned readings would have. Other processes have sched_switch time only.
-        What workload processes gain over their sched_switch time is taken from idle (pid 0).
+        A live workload process is charged its /proc per-thread schedstat time (``schedstat_s``:
+        what getrusage and top report, including what the scheduler charges a task between its
+        wake-up and its switch-in); one that exited within the interval, and every other process,
+        its sched_switch time (``run_ns``). What workload processes gain over their sched_switch
+        time ran in the idle task's context (the interrupt, the idle exit), so it is taken from
+        idle (pid 0) and the host still adds up.
         """
         exact = dict(run_ns)
         extra = 0.0
-        for pid in set(schedstat_s) | (set(run_ns) & workload):
-            sched, run, charged = self._totals.get(pid, (0.0, 0.0, 0.0))
-            sched += schedstat_s.get(pid, 0.0) * 1e9
-            run += run_ns.get(pid, 0)
-            target = max(sched, run)
-            exact[pid] = target - charged
+        for pid, seconds in schedstat_s.items():
+            exact[pid] = seconds * 1e9
             extra += exact[pid] - run_ns.get(pid, 0)
-            self._totals[pid] = (sched, run, target)
         if extra > 0 and exact.get(0):
-            # The wake-up path the scheduler charges to the woken task ran in the idle task's
-            # context (the interrupt, the idle exit): take it from idle, so the host still adds up.
             exact[0] = max(0.0, exact[0] - extra)
         return exact
 
