@@ -68,7 +68,7 @@ def test_json_output_and_duration_stop(data_dir):
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["variant"] == "storage"
     assert result["steps"] >= 1
-    assert result["duration_s"] >= 1.5
+    assert result["duration_s"] >= 1.5 - 0.01  # the stop check and the printed duration use two clock reads
     assert result["steps_per_s"] == pytest.approx(result["steps"] / result["duration_s"], rel=0.01)
     assert result["world_size"] == 2
     assert result["io_mode"] in ("o_direct", "fadvise_dontneed")
