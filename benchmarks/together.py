@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -65,6 +66,7 @@ def main(spec_path: str, result_path: str) -> int:
         })
     for t in timers:
         t.cancel()
+    shutil.rmtree(outdir, ignore_errors=True)
     with open(result_path, "w") as fh:
         json.dump({"tools": results}, fh)
     # A tool we stopped with SIGINT may exit with any status.
