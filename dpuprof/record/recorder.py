@@ -57,6 +57,7 @@ class Recorder:
         self.dirty_procs: set[int] = set()
         self.process_ok: dict[int, bool] = {}
         self.lost_total = 0
+        self._psutil_seen: set[int] = set()  # workload pids seen by psutil polling (psutil mode)
 
     # ------------------------------------------------------------------ set-up
     def _load_bpf(self):
@@ -259,7 +260,7 @@ class Recorder:
         except psutil.NoSuchProcess:
             kids = []
         pids = {child.pid, *(k.pid for k in kids)}
-        self._psutil_seen = getattr(self, "_psutil_seen", set()) | pids
+        self._psutil_seen |= pids  # processes that exited stay part of the workload
         return self._psutil_seen
 
     def _is_process(self, pid: int) -> bool:
