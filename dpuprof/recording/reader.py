@@ -23,7 +23,7 @@ from functools import cached_property
 from pathlib import Path
 
 from dpuprof.errors import UserError
-from dpuprof.recording.schema import READABLE_VERSIONS, SCHEMA_VERSION, TABLES
+from dpuprof.recording.schema import READABLE_VERSIONS, SCHEMA_VERSION, SINCE, TABLES
 
 DEFAULT_NAME = "dpuprof.rec"
 SUFFIX = ".rec"
@@ -35,7 +35,7 @@ MAX_ABS = float(2 ** 53)
 
 # Columns whose values must be numbers (everything else is text).
 _TEXT_COLUMNS = {"comm", "cmdline", "category", "subcategory", "folded", "vector", "dev", "op",
-                 "direction", "protocol", "event", "field", "kind"}
+                 "direction", "protocol", "event", "field", "kind", "state", "lib", "func"}
 
 
 class Recording:
@@ -178,6 +178,9 @@ def _load(path: Path, source: Path, writable: bool = False) -> Recording:
             if table == "stacks":
                 frames[table] = _read_stacks(path, db)
                 continue
+            if version < SINCE.get(table, 1):
+                frames[table] = _check_types(path, table, pd.DataFrame({c: [] for c in cols}))
+                continue
             try:
                 df = pd.read_sql_query(f"SELECT {', '.join(cols)} FROM {table}", db)
             except (sqlite3.DatabaseError, pd.errors.DatabaseError, UnicodeDecodeError) as err:
@@ -292,7 +295,8 @@ def _check_types(path, table, df):
         if col not in ("ppid", "first_seen", "last_seen", "util_pct", "mem_used_bytes") and num.isna().any():
             _fail(path, f"damaged table {table}: column {col} has missing values")
         if col in ("samples", "cpu_s", "bytes", "ios", "count", "packets", "calls", "time_ns",
-                   "seconds", "user_s", "system_s") and (num < 0).any():
+                   "seconds", "user_s", "system_s", "on_cpu_ns", "runq_ns", "off_cpu_ns", "ns",
+                   "duration_ns") and (num < 0).any():
             _fail(path, f"damaged table {table}: column {col} has negative values")
         df[col] = num
     return df

@@ -1,4 +1,4 @@
-"""The Recording file format: one SQLite database (DESIGN.md section 2).
+"""The Recording file format: one SQLite database (docs/recording.md).
 
 Units are in the column names: ``_s`` seconds, ``_ns`` nanoseconds, ``_bytes`` bytes, ``_us``
 microseconds. Every per-interval table carries ``interval`` (a row of ``intervals``); all counters are
@@ -11,12 +11,17 @@ consistent up to its last committed interval.
   exit_code, mode ("bpf" or "psutil"), sample_freq_hz, interval_s, probes_used (list),
   probes_unavailable ({probe: reason}), category_split (bool), root_pid, recorder_pid, user, gpu,
   rules_sha256 (of the classification rules used).
+
+Version 2 adds what the projection's critical-path model needs: per-thread scheduling of the
+workload's threads (``threads``, ``thread_time``, ``thread_wait``, ``thread_category``), collective
+operations and training-step markers (``collectives``, ``markers``) and bytes per cipher/codec call
+(``codec_calls``). A version-1 file reads with those tables empty (``SINCE``).
 """
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: Versions this code can read. Older versions are upgraded in memory by the reader.
-READABLE_VERSIONS = (1,)
+READABLE_VERSIONS = (1, 2)
 
 DDL = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -85,6 +90,39 @@ CREATE TABLE IF NOT EXISTS gpu (
 -- skipped while another BPF program ran on that CPU), ...
 CREATE TABLE IF NOT EXISTS lost (
     interval INTEGER NOT NULL, kind TEXT NOT NULL, count INTEGER NOT NULL);
+-- v2: every thread of the workload seen (tid in the host PID namespace; pid = its process).
+CREATE TABLE IF NOT EXISTS threads (
+    tid INTEGER PRIMARY KEY, pid INTEGER NOT NULL, comm TEXT, first_seen REAL, last_seen REAL);
+-- v2: per-thread scheduler time of workload threads per interval (/proc/PID/task/TID/schedstat):
+-- on_cpu_ns on the CPU, runq_ns runnable but waiting for a CPU (run-queue delay), off_cpu_ns
+-- neither (blocked or sleeping: interval length - on_cpu - runq while the thread lived).
+CREATE TABLE IF NOT EXISTS thread_time (
+    interval INTEGER NOT NULL, tid INTEGER NOT NULL, on_cpu_ns INTEGER NOT NULL,
+    runq_ns INTEGER NOT NULL, off_cpu_ns INTEGER NOT NULL);
+-- v2: blocked time of workload threads by why and by who woke them (sched_switch prev_state and
+-- sched_wakeup): state "io" (uninterruptible, D) or "sleep" (interruptible, S); waker_pid/waker_tid
+-- the task that woke it (0 when woken from interrupt context on an idle CPU), ns the time from
+-- switch-out to wake-up, count the wake-ups.
+CREATE TABLE IF NOT EXISTS thread_wait (
+    interval INTEGER NOT NULL, tid INTEGER NOT NULL, state TEXT NOT NULL, waker_pid INTEGER NOT NULL,
+    waker_tid INTEGER NOT NULL, ns INTEGER NOT NULL, count INTEGER NOT NULL);
+-- v2: CPU samples of workload threads per interval x thread x subcategory (the per-thread view
+-- of cpu_category's per-process samples).
+CREATE TABLE IF NOT EXISTS thread_category (
+    interval INTEGER NOT NULL, tid INTEGER NOT NULL, subcategory TEXT NOT NULL, samples INTEGER NOT NULL);
+-- v2: collective operations (uprobes on the collective library): op ("allreduce", ...), count of
+-- calls that ended in the interval, bytes of payload per rank, duration_ns summed.
+CREATE TABLE IF NOT EXISTS collectives (
+    interval INTEGER NOT NULL, pid INTEGER NOT NULL, tid INTEGER NOT NULL, op TEXT NOT NULL,
+    count INTEGER NOT NULL, bytes INTEGER NOT NULL, duration_ns INTEGER NOT NULL);
+-- v2: one row per marker hit: kind "step" (a training step began) and its unix time t.
+CREATE TABLE IF NOT EXISTS markers (
+    pid INTEGER NOT NULL, tid INTEGER NOT NULL, kind TEXT NOT NULL, t REAL NOT NULL);
+-- v2: cipher and codec calls (uprobes): lib ("libcrypto", "libz", ...), func, direction
+-- ("encrypt", "decrypt", "compress", "decompress"), calls, input bytes, duration_ns summed.
+CREATE TABLE IF NOT EXISTS codec_calls (
+    interval INTEGER NOT NULL, pid INTEGER NOT NULL, lib TEXT NOT NULL, func TEXT NOT NULL,
+    direction TEXT NOT NULL, calls INTEGER NOT NULL, bytes INTEGER NOT NULL, duration_ns INTEGER NOT NULL);
 """
 
 #: Tables the reader exposes as DataFrames, with their columns. ``stacks`` is assembled from the
@@ -107,4 +145,15 @@ TABLES = {
     "host_net": ("interval", "dev", "bytes_sent", "bytes_recv", "packets_sent", "packets_recv"),
     "gpu": ("interval", "gpu_index", "util_pct", "mem_used_bytes"),
     "lost": ("interval", "kind", "count"),
+    "threads": ("tid", "pid", "comm", "first_seen", "last_seen"),
+    "thread_time": ("interval", "tid", "on_cpu_ns", "runq_ns", "off_cpu_ns"),
+    "thread_wait": ("interval", "tid", "state", "waker_pid", "waker_tid", "ns", "count"),
+    "thread_category": ("interval", "tid", "subcategory", "samples"),
+    "collectives": ("interval", "pid", "tid", "op", "count", "bytes", "duration_ns"),
+    "markers": ("pid", "tid", "kind", "t"),
+    "codec_calls": ("interval", "pid", "lib", "func", "direction", "calls", "bytes", "duration_ns"),
 }
+
+#: The schema version that added a table; a file of an older version reads it as empty.
+SINCE = {name: 2 for name in ("threads", "thread_time", "thread_wait", "thread_category", "collectives",
+                              "markers", "codec_calls")}

@@ -78,11 +78,14 @@ class RecordingWriter:
             )
 
     def write_interval(self, interval: int, t_start: float, t_end: float, tables: dict[str, list],
-                       processes: list[tuple] = (), stacks: list[tuple] = ()) -> None:
+                       processes: list[tuple] = (), stacks: list[tuple] = (), threads: list[tuple] = (),
+                       markers: list[tuple] = ()) -> None:
         """Commit one interval.
 
         ``processes``: (pid, ppid, comm, cmdline, in_workload, first_seen, last_seen), upserted.
         ``stacks``: (stack_id, folded, category, subcategory), new stacks only.
+        ``threads``: (tid, pid, comm, first_seen, last_seen), upserted (first_seen kept).
+        ``markers``: (pid, tid, kind, t), appended.
         """
         with self._tx():
             self._db.execute("INSERT INTO intervals VALUES (?, ?, ?)", (interval, t_start, t_end))
@@ -96,6 +99,12 @@ class RecordingWriter:
                 )
             if stacks:
                 self._write_stacks(stacks)
+            if threads:
+                self._db.executemany(
+                    "INSERT INTO threads VALUES (?,?,?,?,?) ON CONFLICT(tid) DO UPDATE SET "
+                    "pid=excluded.pid, comm=excluded.comm, last_seen=excluded.last_seen", threads)
+            if markers:
+                self._db.executemany("INSERT INTO markers VALUES (?,?,?,?)", markers)
             for table, rows in tables.items():
                 if not rows:
                     continue
