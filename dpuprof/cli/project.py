@@ -13,6 +13,8 @@ Examples:
   dpuprof project run.rec --sweep A=0.25:2         # speedup against accelerator speed-up
   dpuprof project run.rec --dpu ideal -o ideal.proj.json
   dpuprof project run.rec --mode sync              # what if every offload were synchronous
+  dpuprof project run.rec --dpu ideal --only crypto # an ideal crypto-only offload
+  dpuprof project run.rec --time 30:90             # job speedup read from seconds 30-90
 """
 
 MODES = {"sync": "sync", "async": "async", "sync_os": "sync_os", "sync-os": "sync_os"}
@@ -57,7 +59,12 @@ def projection_path(recording):
               help="Speedup against one parameter on every mechanism: alpha, A, o0, L, Q, o1 (ns).")
 @click.option("--mode", metavar="sync|sync-os|async",
               help="Override every mechanism's execution mode (default: each mechanism's own).")
-def project(recording, dpu, fmt, output, nodes, gpus_per_node, sweep_spec, mode):
+@click.option("--only", "only", metavar="CATEGORY[,CATEGORY]",
+              help="Offload only these categories (network, storage, crypto, compression).")
+@click.option("--time", "time_range", default="steady", show_default=True, metavar="START:END|steady",
+              help="Window the job speedup is read from: seconds from the start, or 'steady' "
+                   "(after warm-up, from step markers or the data).")
+def project(recording, dpu, fmt, output, nodes, gpus_per_node, sweep_spec, mode, only, time_range):
     """Project what a DPU would free on RECORDING (default: the newest *.rec here).
 
     For each infrastructure subcategory (network, storage, crypto, compression) and each offload
@@ -79,6 +86,16 @@ def project(recording, dpu, fmt, output, nodes, gpus_per_node, sweep_spec, mode)
     gpn = _int_option("--gpus-per-node", gpus_per_node, 1, 4096)
     if gpn is not None and n_nodes is None:
         raise UserError("--gpus-per-node needs --nodes")
+    from dpuprof.categories import INFRASTRUCTURE
+    from dpuprof.project.window import parse_range
+
+    only_cats = None
+    if only is not None:
+        only_cats = tuple(c.strip() for c in only.split(",") if c.strip())
+        bad = [c for c in only_cats if c not in INFRASTRUCTURE]
+        if bad or not only_cats:
+            raise UserError(f"--only {only!r}: use categories from {', '.join(INFRASTRUCTURE)}")
+    window = parse_range(time_range)
 
     import hashlib
     import json
@@ -98,7 +115,8 @@ def project(recording, dpu, fmt, output, nodes, gpus_per_node, sweep_spec, mode)
     path = resolve_recording(recording)
     rec = load(path)
     inp = from_recording(rec)
-    proj = run_projection(inp, profile, nodes=n_nodes, gpus_per_node=gpn or 1, mode=mode)
+    proj = run_projection(inp, profile, nodes=n_nodes, gpus_per_node=gpn or 1, mode=mode, only=only_cats,
+                          window=window)
     if sweep_args:
         proj["sweep"] = sweep_mod.sweep(inp, profile, *sweep_args, mode=mode)
 

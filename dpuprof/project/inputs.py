@@ -17,7 +17,8 @@ from dpuprof.recording.schema import TABLES
 
 #: Tables the model uses.
 USED_TABLES = ("cpu_category", "net_io", "block_io", "sock_io", "softirq", "stacks", "stack_samples",
-               "host_disk")
+               "host_disk", "intervals", "processes", "threads", "thread_time", "thread_wait", "thread_category",
+               "markers", "gpu")
 
 
 def empty(table: str) -> pd.DataFrame:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from dpuprof.project import allreduce, capacity, model, outcomes
+from dpuprof.project.speedup import job_speedup
 from dpuprof.project.features import Features, demand
 from dpuprof.project.inputs import ProjectionInput
 from dpuprof.project.profiles import Profile
@@ -41,11 +42,16 @@ class ModelResult:
     features: Features
 
 
-def evaluate_rows(inp: ProjectionInput, profile: Profile) -> ModelResult:
-    """demand -> plan -> capacity -> Accelerometer equations."""
+def evaluate_rows(inp: ProjectionInput, profile: Profile, only: tuple[str, ...] | None = None) -> ModelResult:
+    """demand -> plan -> capacity -> Accelerometer equations.
+
+    ``only``: offload only these top-level categories (a one-category what-if); the rest stays on
+    the host but still counts in the totals.
+    """
     feats = Features(inp)
     dem = demand(inp)
-    rows = model.plan(dem, profile, feats)
+    offered = dem if only is None else dem[dem["category"].isin(only)]
+    rows = model.plan(offered, profile, feats)
     rows, caps = capacity.apply(rows, profile, feats, inp.duration_s)
     return ModelResult(dem, model.evaluate(rows), caps, feats)
 
@@ -92,15 +98,19 @@ def _row_dict(r) -> dict:
 
 
 def project(inp: ProjectionInput, profile: Profile, *, nodes: int | None = None, gpus_per_node: int = 1,
-            mode: str | None = None) -> dict:
+            mode: str | None = None, only: tuple[str, ...] | None = None,
+            window: tuple[float, float] | str = "steady") -> dict:
     """The projection dict for ``inp`` on ``profile``.
+
+    ``only``: offload only these top-level categories. ``window``: the part of the recording the
+    job speedup is read from, (start, end) seconds or "steady" (dpuprof.project.window).
 
     ``mode``: override every mechanism's execution mode (sync, sync_os, async) for a what-if.
     ``nodes``/``gpus_per_node``: extrapolate all-reduce time (alpha-beta ring, TCP vs RDMA).
     """
     if mode is not None:
         profile = profile.with_overrides(mode=mode)
-    res = evaluate_rows(inp, profile)
+    res = evaluate_rows(inp, profile, only)
     rows = res.rows
     warnings: list[str] = []
 
@@ -146,7 +156,7 @@ def project(inp: ProjectionInput, profile: Profile, *, nodes: int | None = None,
                         f"by {100 * (busy / inp.capacity_s - 1):.0f} %: sampling at the recording's edges, or a "
                         "wrong cpu_count; cores for AI may be understated")
 
-    speed = outcomes.speedup_range(res.demand, rows)
+    speed = job_speedup(inp, res.demand, rows, window)
     if not speed["pays"]:
         warnings.append(f"offload does not pay on this recording with {profile.name}: no mechanism frees host CPU")
 
@@ -156,6 +166,7 @@ def project(inp: ProjectionInput, profile: Profile, *, nodes: int | None = None,
         "recording_sha256": None,
         "dpu": profile.as_dict(),
         "mode_override": mode,
+        "only": list(only) if only else None,
         "host": {"cpu_count": inp.cpu_count, "duration_s": round(inp.duration_s, 6),
                  "host_capacity_s": round(inp.capacity_s, 6)},
         "rows": enabled,

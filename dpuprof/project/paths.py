@@ -1,0 +1,195 @@
+"""The job's critical-path inputs, read from a recording's per-thread tables (schema v2).
+
+Roles, decided from the processes, threads and who-woke-whom tables:
+
+- a **rank** is a workload process that is not a loader and whose main thread (tid = pid) was on
+  the CPU for at least ``RANK_MIN_BUSY`` of the window; the training loop runs on that thread;
+- a **loader** of a rank is a child process of it with a thread named ``pt_data_worker`` (PyTorch's
+  DataLoader workers), or any child process whose threads woke the rank's main thread;
+- the rank thread's blocked time is split by who woke it: its loaders (``loader``), other ranks or
+  its own process's other threads such as gloo's or NCCL's (``peer``), uninterruptible sleep
+  (``io``), anything else (``other``: timers, unrelated processes, interrupts on an idle CPU).
+
+CPU freed by an offload is placed on threads with ``freed_fraction``: per subcategory, the share of
+its CPU the enabled offloads free (from the evaluated rows), times the thread's or process's own
+CPU in that subcategory over the window.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from dpuprof.categories import IDLE
+from dpuprof.project.window import Window
+
+RANK_MIN_BUSY = 0.05
+LOADER_COMM = "pt_data_worker"
+WAIT_REASONS = ("loader", "peer", "io", "other")
+
+
+@dataclass(frozen=True)
+class RankThread:
+    """A rank's main thread over the window; seconds.
+
+    ``wall_s`` time it lived in the window = ``on_cpu_s`` + ``runq_s`` + off-CPU; ``wait_s`` the
+    off-CPU time by reason (``WAIT_REASONS``; what the wake-up probe did not see goes to ``other``);
+    ``freed_s`` CPU the offload frees on this thread itself, ``freed_sd_s`` its sampling standard
+    deviation.
+    """
+
+    pid: int
+    tid: int
+    comm: str
+    wall_s: float
+    on_cpu_s: float
+    runq_s: float
+    wait_s: dict
+    freed_s: float
+    freed_sd_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Loader:
+    """A loader process of rank ``rank_pid`` over the window; seconds.
+
+    ``busy_s``: the time its main thread was not waiting for the rank to ask for more (its wall
+    time minus blocked time the rank woke it from); ``runq_s`` its main thread's run-queue delay;
+    ``freed_s`` CPU the offload frees in the whole process, ``freed_sd_s`` its sampling sd.
+    """
+
+    pid: int
+    rank_pid: int
+    busy_s: float
+    runq_s: float
+    freed_s: float
+    freed_sd_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class JobPaths:
+    """Everything the critical-path model reads (see critical_path.speedup)."""
+
+    window: Window
+    cpu_count: int
+    host_busy_s: float
+    host_freed_s: float
+    host_freed_sd_s: float
+    ranks: tuple = ()
+    loaders: tuple = ()
+    gpu_busy: float | None = None
+    net_freed_fraction: float = 0.0
+    notes: list = field(default_factory=list)
+
+
+def freed_fraction(rows: pd.DataFrame, workload: bool = True) -> dict:
+    """{subcategory: fraction of its CPU the enabled offloads free} from evaluated model rows."""
+    if rows.empty:
+        return {}
+    b, f = ("workload_before_s", "workload_freed_s") if workload else ("before_s", "freed_s")
+    g = rows.groupby("subcategory")[[b, f]].sum()
+    return {sub: float(min(1.0, max(0.0, r[f] / r[b]))) for sub, r in g.iterrows() if r[b] > 0}
+
+
+def _freed(samples: pd.Series, sec_per_sample: float, frac: dict) -> tuple[float, float]:
+    """(freed seconds, sampling sd) for a Series of samples indexed by subcategory."""
+    f = sum(n * frac.get(sub, 0.0) for sub, n in samples.items())
+    var = sum(n * frac.get(sub, 0.0) ** 2 for sub, n in samples.items())  # Poisson counts
+    return f * sec_per_sample, math.sqrt(var) * sec_per_sample
+
+
+def build(frames: dict, workload_pids: set, cpu_count: int, window: Window, rows: pd.DataFrame) -> JobPaths | None:
+    """JobPaths from recording tables (``frames[name]``, columns of recording.schema.TABLES).
+
+    Returns None when the recording has no per-thread data (schema v1, or no thread was seen).
+    """
+    tt = frames["thread_time"]
+    if tt.empty or frames["threads"].empty:
+        return None
+    ids = set(window.intervals)
+    tt = tt[tt["interval"].isin(ids)]
+    cpu = frames["cpu_category"]
+    cpu = cpu[cpu["interval"].isin(ids) & (cpu["category"] != IDLE)]
+    frac_wl, frac_host = freed_fraction(rows, True), freed_fraction(rows, False)
+    host_by_sub = cpu.groupby("subcategory")["cpu_s"].sum()
+    host_samples = cpu.groupby("subcategory")["samples"].sum()
+    host_busy = float(host_by_sub.sum())
+    spp_host = host_busy / max(1.0, float(host_samples.sum()))
+    host_freed, host_sd = _freed(host_samples, spp_host, frac_host)
+    procs = frames["processes"].set_index("pid")
+    threads = frames["threads"].set_index("tid")
+    per_thread = tt.groupby("tid")[["on_cpu_ns", "runq_ns", "off_cpu_ns"]].sum() / 1e9
+    waits = frames["thread_wait"]
+    waits = waits[waits["interval"].isin(ids)]
+    tcat = frames["thread_category"]
+    tcat = tcat[tcat["interval"].isin(ids)]
+    pid_cpu = cpu.groupby("pid")[["cpu_s", "samples"]].sum()
+
+    def spp(pid):  # CPU seconds one sample of this process stands for (exact-scaled)
+        if pid not in pid_cpu.index or pid_cpu.at[pid, "samples"] <= 0:
+            return 0.0
+        return float(pid_cpu.at[pid, "cpu_s"] / pid_cpu.at[pid, "samples"])
+
+    loader_pids = set(threads.loc[threads["comm"] == LOADER_COMM, "pid"].astype(int)) & set(workload_pids)
+    ranks = []
+    for pid in sorted(set(workload_pids) - loader_pids):
+        if pid not in per_thread.index:
+            continue
+        on, rq, off = per_thread.loc[pid]
+        wall = on + rq + off
+        if wall <= 0 or on < RANK_MIN_BUSY * window.length_s:
+            continue
+        children = set(procs.index[procs["ppid"] == pid]) & set(workload_pids) if "ppid" in procs else set()
+        my_loaders = children & loader_pids
+        w = waits[waits["tid"] == pid]
+        my_loaders |= set(w.loc[w["waker_pid"].isin(children), "waker_pid"].astype(int))
+        loader_pids |= my_loaders
+        ranks.append((pid, float(on), float(rq), float(wall), w, my_loaders))
+    rank_pids = {r[0] for r in ranks}
+    out_ranks, out_loaders = [], []
+    for pid, on, rq, wall, w, my_loaders in ranks:
+        reasons = {k: 0.0 for k in WAIT_REASONS}
+        for row in w.itertuples(index=False):
+            if row.state == "io":
+                key = "io"
+            elif row.waker_pid in my_loaders:
+                key = "loader"
+            elif row.waker_pid in rank_pids:  # another rank, or this rank's own helper threads
+                key = "peer"
+            else:
+                key = "other"
+            reasons[key] += row.ns / 1e9
+        seen = sum(reasons.values())
+        reasons["other"] += max(0.0, wall - on - rq - seen)
+        ts = tcat[tcat["tid"] == pid].groupby("subcategory")["samples"].sum()
+        f, sd = _freed(ts, spp(pid), frac_wl)
+        comm = str(threads.at[pid, "comm"]) if pid in threads.index else ""
+        out_ranks.append(RankThread(pid, pid, comm, wall, on, rq, reasons, min(f, on), sd))
+        for lp in sorted(my_loaders):
+            out_loaders.append(_loader(lp, pid, per_thread, waits, cpu, spp(lp), frac_wl))
+    net = rows[rows["category"] == "network"] if not rows.empty else rows
+    net_before = float(net["workload_before_s"].sum()) if not net.empty else 0.0
+    net_frac = float(net["workload_freed_s"].sum()) / net_before if net_before > 0 else 0.0
+    return JobPaths(window, cpu_count, host_busy, host_freed, host_sd, tuple(out_ranks), tuple(out_loaders),
+                    _gpu_busy(frames.get("gpu"), ids), min(1.0, net_frac))
+
+
+def _loader(pid, rank_pid, per_thread, waits, cpu, spp, frac) -> Loader:
+    if pid in per_thread.index:
+        on, rq, off = (float(x) for x in per_thread.loc[pid])
+    else:
+        on = rq = off = 0.0
+    w = waits[(waits["tid"] == pid) & (waits["waker_pid"] == rank_pid) & (waits["state"] != "io")]
+    slack = min(off, float(w["ns"].sum()) / 1e9)
+    samples = cpu[cpu["pid"] == pid].groupby("subcategory")["samples"].sum()
+    f, sd = _freed(samples, spp, frac)
+    return Loader(pid, rank_pid, on + rq + off - slack, rq, f, sd)
+
+
+def _gpu_busy(gpu: pd.DataFrame | None, ids: set) -> float | None:
+    if gpu is None or gpu.empty:
+        return None
+    g = gpu[gpu["interval"].isin(ids)]["util_pct"].dropna()
+    return None if g.empty else float(g.mean()) / 100.0

@@ -1,0 +1,99 @@
+"""The critical-path speedup model (dpuprof.project.critical_path) on hand-derivable cases.
+
+Every JobPaths here is synthetic: it tests the formulas, it is not a measurement.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dpuprof.project import critical_path
+from dpuprof.project.paths import JobPaths, Loader, RankThread
+from dpuprof.project.window import Window
+
+D = 10.0
+
+
+def waits(loader=0.0, peer=0.0, io=0.0, other=0.0):
+    return {"loader": loader, "peer": peer, "io": io, "other": other}
+
+
+def job(ranks, loaders=(), cpus=2, busy=None, freed=0.0, gpu=None, net=0.0):
+    busy = sum(r.on_cpu_s for r in ranks) + sum(ld.busy_s for ld in loaders) if busy is None else busy
+    return JobPaths(Window(0.0, D, tuple(range(10)), "test"), cpus, busy, freed, 0.0, tuple(ranks), tuple(loaders),
+                    gpu, net)
+
+
+def rank(on, runq=0.0, freed=0.0, pid=10, **w):
+    wt = waits(**w)
+    wt["other"] += D - on - runq - sum(wt.values())
+    return RankThread(pid, pid, "pt_main_thread", D, on, runq, wt, freed)
+
+
+def test_inline_work_comes_off_the_rank_path():
+    # W = D = 10 s, 4 s of it freed on the rank thread: 10 / (10 - 4)
+    s = critical_path.speedup(job([rank(10.0, freed=4.0)], freed=4.0))
+    assert s["expected"] == pytest.approx(10 / 6)
+    assert s["regime"] == "inline"
+
+
+def test_worker_with_slack_gains_nothing():
+    # the rank never waits on its worker (busy 6 s of 10); freeing 3 s of the worker changes nothing
+    r = rank(5.0)
+    s = critical_path.speedup(job([r], [Loader(11, 10, 6.0, 0.0, 3.0)], freed=3.0))
+    assert s["expected"] == pytest.approx(1.0)
+    assert s["regime"] == "worker-with-slack"
+
+
+def test_loader_bound_job_follows_the_loader():
+    # the rank waits 7 s on a worker that is busy all 10 s; 4 s freed in the worker: 10 / 6
+    r = rank(3.0, loader=7.0)
+    s = critical_path.speedup(job([r], [Loader(11, 10, 10.0, 0.0, 4.0)], freed=4.0))
+    assert s["expected"] == pytest.approx(10 / 6)
+    assert s["regime"] == "loader-bound"
+
+
+def test_cpu_contended_runqueue_shrinks_with_competitors_freed_share():
+    # 2 CPUs busy 20 s in 10 s; the rank: 4 s on CPU, 4 s in the run queue, 2 s other.
+    # 5 s freed elsewhere: c = 5 / (20 - 4); P' = 4 + 4 (1 - c) + 2; K' = (20 - 5) / 2
+    r = rank(4.0, runq=4.0)
+    s = critical_path.speedup(job([r], busy=20.0, freed=5.0))
+    c = 5 / 16
+    assert s["expected"] == pytest.approx(10 / max(4 + 4 * (1 - c) + 2, 7.5))
+    assert s["regime"] == "cpu-contended"
+    # high: each freed competitor second returns a second of run-queue delay: P' = 4 + 0 + 2 -> K' binds
+    assert s["high"] == pytest.approx(10 / 7.5)
+    assert s["low"] == pytest.approx(1.0)
+
+
+def test_gpu_bound_job_cannot_gain():
+    s = critical_path.speedup(job([rank(10.0, freed=4.0)], freed=4.0, gpu=1.0))
+    assert s["expected"] == pytest.approx(1.0)
+    assert s["regime"] == "gpu-bound"
+
+
+def test_waits_on_peers_shrink_with_freed_network_work():
+    # half of the rank's time is waiting on the collective; an ideal network offload frees it all
+    r = rank(5.0, peer=5.0)
+    s = critical_path.speedup(job([r], net=1.0))
+    assert s["expected"] == pytest.approx(2.0)
+    assert s["low"] == pytest.approx(1.0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(on=st.floats(0.1, 10), rq=st.floats(0, 5), ld=st.floats(0, 5), peer=st.floats(0, 5),
+       f_m=st.floats(0, 1), f_l=st.floats(0, 1), busy_l=st.floats(0, 10), extra=st.floats(0, 30),
+       f_host=st.floats(0, 1), sd=st.floats(0, 2), net=st.floats(0, 1), cpus=st.integers(1, 64),
+       gpu=st.one_of(st.none(), st.floats(0, 1)))
+def test_low_expected_high_are_ordered(on, rq, ld, peer, f_m, f_l, busy_l, extra, f_host, sd, net, cpus, gpu):
+    wall = on + rq + ld + peer
+    r = RankThread(10, 10, "x", wall, on, rq, waits(loader=ld, peer=peer), f_m * on, sd)
+    lo = Loader(11, 10, busy_l, min(rq, busy_l), f_l * busy_l, sd)
+    busy = on + busy_l + extra
+    j = JobPaths(Window(0.0, wall, (0,), "t"), cpus, busy, f_host * busy, sd, (r,), (lo,), gpu, net)
+    s = critical_path.speedup(j)
+    assert s["low"] is not None and s["expected"] is not None
+    assert 1.0 - 1e-9 <= s["low"] <= s["expected"] + 1e-9
+    assert s["high"] is None or s["expected"] <= s["high"] + 1e-9
