@@ -5,8 +5,8 @@ offload changes, and on a short recording it is a large part of the CPU. The win
 this order of preference:
 
 1. an explicit ``START:END`` (seconds from the recording's start) given by the user;
-2. step markers (``markers`` rows of kind ``step``): from the first step after warm-up (the
-   ``WARMUP_STEPS``-th marker, or a tenth of the steps if there are fewer) to the last marker;
+2. step markers (``markers`` rows of kind ``step``): from the first step after warm-up (after
+   ``WARMUP_STEPS`` steps, or a quarter of the steps when there are fewer than 12) to the last;
 3. the data: the first interval whose workload CPU reaches ``PLATEAU`` of the median workload CPU
    of the second half of the recording, to the last interval that still does.
 
@@ -92,7 +92,7 @@ def choose(intervals: pd.DataFrame, cpu: pd.DataFrame, workload_pids: set, marke
         return Window(start, end, ids, f"--time {start:g}:{end:g} as given")
     steps = markers[markers["kind"] == "step"].sort_values("t") if not markers.empty else markers
     if len(steps) >= 2:
-        skip = min(WARMUP_STEPS, max(1, len(steps) // 10))
+        skip = min(WARMUP_STEPS, max(1, len(steps) // 4))
         start, end = float(steps["t"].iloc[skip if skip < len(steps) - 1 else 0]) - t0, float(steps["t"].iloc[-1]) - t0
         ids = _inside(iv, t0, start, end)
         if ids:
