@@ -279,7 +279,7 @@ def test_vendor_table_rows(synth):
     assert any(m.startswith("All-reduce time") for m in rows)
     assert rows["Network CPU"].change == "-80 %"
     assert "rdma" in "; ".join(rows["Network CPU"].assumptions)
-    assert rows["Job speedup"].range == "1.00x–1.25x"
+    assert rows["Job speedup"].range == "model bounds 1.00x–1.25x (not a CI)"
 
 
 def test_markdown_writes_pngs_beside_it(synth, tmp_path):

@@ -232,6 +232,13 @@ def render_terminal(proj: dict) -> str:
     sp = proj.get("speedup") or {}
     out.append(f"Speedup of the recorded job: low {_f(sp.get('low'), '.3f', 'unbounded')}   "
                f"expected {_f(sp.get('expected'), '.3f', 'unbounded')}   high {_f(sp.get('high'), '.3f', 'unbounded')}")
+    if sp.get("regime"):
+        out.append(f"  regime: {sp['regime']}: {sp.get('regime_why') or ''}")
+    if sp.get("contention_proxy") is not None:
+        out.append(f"  CPU-contention proxy T/(T-F): {_f(sp.get('contention_proxy'), '.3f', 'unbounded')}"
+                   "   ([low, high] are model bounds, not a confidence interval)")
+    if (sp.get("window") or {}).get("how"):
+        out.append(f"  window: {sp['window']['how']}")
     if not sp.get("pays"):
         out.append("  Offload does not pay on this recording: no mechanism frees host CPU.")
     ar = proj.get("allreduce")

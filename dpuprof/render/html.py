@@ -150,8 +150,9 @@ def kpis(v: RunView) -> str:
     sp = (v.projection or {}).get("speedup") or {}
     if sp:  # expected/high null = unbounded
         low, exp, high = num(sp.get("low")), num(sp.get("expected")), num(sp.get("high"))
-        rng = f" ({low:.2f}–{'∞' if high is None else f'{high:.2f}'})" if low is not None else ""
-        items.append(("unbounded" if exp is None else f"{exp:.2f}x", f"expected job speedup{rng}"))
+        rng = f" (model bounds {low:.2f}–{'∞' if high is None else f'{high:.2f}'})" if low is not None else ""
+        regime = f"; regime: {sp['regime']}" if isinstance(sp.get("regime"), str) else ""
+        items.append(("unbounded" if exp is None else f"{exp:.2f}x", f"expected job speedup{rng}{regime}"))
     net = v.summary.get("net") or {}
     items.append((T.fmt_bytes(float(net.get("tx_bytes") or 0) + float(net.get("rx_bytes") or 0)), "network bytes"))
     io = v.summary.get("io") or {}

@@ -36,7 +36,7 @@ class Row:
                 "; ".join(self.assumptions) or DASH]
 
 
-HEADER = ["Metric", "Measured", "Projected with DPU", "Change", "Range (95 %)", "Vendor brief", "Assumptions"]
+HEADER = ["Metric", "Measured", "Projected with DPU", "Change", "Range (95 % interval; speedup: model bounds)", "Vendor brief", "Assumptions"]
 
 
 # ----------------------------------------------------------------------------- formatting
@@ -203,12 +203,29 @@ def vendor_rows(v: RunView) -> list[Row]:
         rows.append(Row("Job speedup", "1.00x (baseline)",
                         f"{exp:.2f}x expected" if exp is not None else "unbounded",
                         f"{100 * (exp - 1):+.0f} %" if exp is not None else DASH,
-                        f"{low:.2f}x–{'∞' if high is None else f'{high:.2f}x'}" if low is not None else DASH,
-                        ([] if pays is None else [f"pays: {'yes' if pays else 'no'}"]) + text_list(sp.get("assumptions"))))
+                        f"model bounds {low:.2f}x–{'∞' if high is None else f'{high:.2f}x'} (not a CI)"
+                        if low is not None else DASH,
+                        ([] if pays is None else [f"pays: {'yes' if pays else 'no'}"]) + _regime_lines(sp)
+                        + text_list(sp.get("assumptions"))))
     else:
         rows.append(Row("Job speedup", "1.00x (baseline)", DASH, DASH, DASH,
                         ["no projection: run dpuprof project on this recording"]))
     return rows
+
+
+def _regime_lines(sp: dict) -> list[str]:
+    """The regime the speedup model found, its window and the CPU-contention proxy beside it."""
+    out = []
+    if isinstance(sp.get("regime"), str):
+        why = sp.get("regime_why") if isinstance(sp.get("regime_why"), str) else ""
+        out.append(f"regime: {sp['regime']}" + (f" ({why})" if why else ""))
+    proxy = num(sp.get("contention_proxy"))
+    if proxy is not None:
+        out.append(f"CPU-contention proxy T/(T-F): {proxy:.2f}x")
+    win = sp.get("window")
+    if isinstance(win, dict) and isinstance(win.get("how"), str):
+        out.append(f"window: {win['how']}")
+    return out
 
 
 # ----------------------------------------------------------------------------- other tables
