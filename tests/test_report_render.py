@@ -529,7 +529,7 @@ def test_unbounded_speedup_and_missing_keys_are_shown_not_crashed(synth, tmp_pat
     side.write_text(json.dumps(proj))
     rep = build_report([rec])
     rows = {r.metric: r for r in vendor_rows(rep.main)}
-    assert rows["Job speedup"].projected == "unbounded" and rows["Job speedup"].range == "1.00x–∞"
+    assert rows["Job speedup"].projected == "unbounded" and rows["Job speedup"].range == "model bounds 1.00x–∞ (not a CI)"
     assert not any(m.startswith("All-reduce") for m in rows)
     for fmt in ("html", "terminal", "json"):
         assert render(rep, fmt).main

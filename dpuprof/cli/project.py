@@ -37,11 +37,9 @@ def _int_option(name: str, value: str | None, lo: int, hi: int) -> int | None:
 
 def projection_path(recording):
     """``dir/RUN.rec`` -> ``dir/RUN.proj.json`` (the rule ``dpuprof report`` uses), as a Path."""
-    from pathlib import Path
+    from dpuprof.projection.store import path_for
 
-    recording = Path(recording)
-    stem = recording.name[:-4] if recording.name.endswith(".rec") else recording.name
-    return recording.with_name(stem + ".proj.json")
+    return path_for(recording)
 
 
 @click.command(epilog=EPILOG)
@@ -97,16 +95,13 @@ def project(recording, dpu, fmt, output, nodes, gpus_per_node, sweep_spec, mode,
             raise UserError(f"--only {only!r}: use categories from {', '.join(INFRASTRUCTURE)}")
     window = parse_range(time_range)
 
-    import hashlib
-    import json
-    import os
-    import tempfile
     from pathlib import Path
 
     from dpuprof.cli.common import echo_json, resolve_recording
     from dpuprof.project import from_recording, load_profile
     from dpuprof.project import project as run_projection
     from dpuprof.project import sweep as sweep_mod
+    from dpuprof.projection import store as projection_store
     from dpuprof.recording import load
 
     sweep_args = sweep_mod.parse(sweep_spec) if sweep_spec else None
@@ -120,23 +115,14 @@ def project(recording, dpu, fmt, output, nodes, gpus_per_node, sweep_spec, mode,
     if sweep_args:
         proj["sweep"] = sweep_mod.sweep(inp, profile, *sweep_args, mode=mode)
 
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
     proj["recording"] = str(recording) if recording else str(path)
-    proj["recording_sha256"] = digest.hexdigest()
+    proj["recording_sha256"] = projection_store.sha256(path)
+    proj = projection_store.validate(proj).as_json()
 
     target = projection_path(path) if output is None else Path(output)
-    text = json.dumps(proj, indent=2, allow_nan=False) + "\n"
     stored = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".proj-", suffix=".json", dir=str(target.parent) or ".")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-        stored = target
+        stored = projection_store.write(proj, target)
     except OSError as err:
         why = err.strerror or str(err)
         if output is not None:

@@ -14,11 +14,11 @@ import pandas as pd
 
 from dpuprof.project import allreduce, capacity, model, outcomes
 from dpuprof.project.speedup import job_speedup
+from dpuprof.projection.schema import PROJECTION_VERSION
 from dpuprof.project.features import Features, demand
 from dpuprof.project.inputs import ProjectionInput
 from dpuprof.project.profiles import Profile
 
-PROJECTION_VERSION = 1
 
 GLOBAL_ASSUMPTIONS = [
     "CPU seconds are sampled (samples / sampling frequency); idle is excluded",

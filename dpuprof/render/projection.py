@@ -8,22 +8,12 @@ with a warning, so a bad side file never blocks the measured report.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from pathlib import Path
 
-from dpuprof.categories import CATEGORIES
 from dpuprof.errors import UserError
-
-SUPPORTED_VERSIONS = (1,)
-
-
-def path_for(recording: str | Path) -> Path:
-    """``dir/RUN.rec`` -> ``dir/RUN.proj.json``."""
-    recording = Path(recording)
-    stem = recording.name[:-4] if recording.name.endswith(".rec") else recording.name
-    return recording.with_name(stem + ".proj.json")
+from dpuprof.projection import store
+from dpuprof.projection.store import path_for
 
 
 def num(value) -> float | None:
@@ -43,37 +33,6 @@ def text_list(value) -> list[str]:
     return []
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _validate(obj) -> dict:
-    if not isinstance(obj, dict):
-        raise ValueError("not a JSON object")
-    version = obj.get("projection_version")
-    if version not in SUPPORTED_VERSIONS:
-        raise ValueError(f"projection_version {version!r} not supported (readable: {SUPPORTED_VERSIONS})")
-    rows = obj.get("rows", [])
-    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-        raise ValueError("'rows' is not a list of objects")
-    by_cat = obj.get("by_category", {})
-    if not isinstance(by_cat, dict):
-        raise ValueError("'by_category' is not an object")
-    for key in ("totals", "cores_for_ai", "speedup", "dpu", "host"):
-        if obj.get(key) is not None and not isinstance(obj[key], dict):
-            raise ValueError(f"{key!r} is not an object")
-    if obj.get("allreduce") is not None and not isinstance(obj["allreduce"], dict):
-        raise ValueError("'allreduce' is not an object or null")
-    unknown = [c for c in by_cat if c not in CATEGORIES]
-    if unknown:
-        raise ValueError(f"unknown categories in by_category: {', '.join(map(str, unknown[:3]))}")
-    return obj
-
-
 def load(recording: str | Path, explicit: str | Path | None = None) -> tuple[dict | None, list[str]]:
     """Return ``(projection or None, warnings)`` for ``recording``.
 
@@ -86,9 +45,7 @@ def load(recording: str | Path, explicit: str | Path | None = None) -> tuple[dic
         return None, []
     warnings: list[str] = []
     try:
-        with open(path, encoding="utf-8") as fh:
-            obj = json.load(fh, parse_constant=_reject)
-        proj = _validate(obj)
+        proj = store.read(path).as_json()
     except (OSError, ValueError, UnicodeDecodeError) as err:
         why = str(err).splitlines()[0] if str(err) else type(err).__name__
         if explicit:
@@ -98,7 +55,7 @@ def load(recording: str | Path, explicit: str | Path | None = None) -> tuple[dic
     want = proj.get("recording_sha256")
     if isinstance(want, str) and want:
         try:
-            if _sha256(Path(recording)) != want:
+            if store.sha256(Path(recording)) != want:
                 warnings.append(f"{path.name} was made from a different version of this recording "
                                 "(checksum differs): re-run dpuprof project")
         except OSError:
@@ -106,7 +63,3 @@ def load(recording: str | Path, explicit: str | Path | None = None) -> tuple[dic
     for w in text_list(proj.get("warnings")):
         warnings.append(f"projection: {w}")
     return proj, warnings
-
-
-def _reject(name):
-    raise ValueError(f"{name} is not allowed in a projection")

@@ -1,0 +1,144 @@
+"""The Projection: the typed object ``dpuprof project`` writes and every renderer reads.
+
+pydantic models give one schema for three jobs: validating what the model produced before it is
+stored, validating a file read back (a damaged or hand-edited file fails with one line), and a
+JSON Schema for users' tools (``Projection.model_json_schema()``; docs/projection-contract.md).
+Numbers are finite (NaN and infinity are refused); ``None`` stands for "unbounded" or "not known".
+Units are in the field names: ``_s`` CPU seconds over the recording, ``_pct`` percent of host
+capacity (cpu_count x duration), ``_us`` microseconds. Objects accept extra keys (kept), so newer
+files still read; required keys are the ones every renderer draws.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from dpuprof.categories import CATEGORIES
+
+#: Version 2 added the critical-path speedup (regime, window, bounds, evidence, contention_proxy).
+PROJECTION_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+
+
+class _Obj(BaseModel):
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False, populate_by_name=True)
+
+
+class Row(_Obj):
+    """One (subcategory, mechanism) slice of the offload model."""
+
+    category: str
+    subcategory: str
+    mechanism: str | None = None
+    label: str = ""
+    requires: str = ""
+    mode: str = "async"
+    before_s: float | None = None
+    after_s: float | None = None
+    freed_s: float | None = None
+    speedup: float | None = None
+    alpha: float | None = None
+    n: float | None = None
+    capacity_limited: bool = False
+    pays: bool = False
+    enabled: bool = False
+    notes: str = ""
+    sources: list[str] = Field(default_factory=list)
+    node: str | None = None  # set in a merged (cluster) projection
+
+
+class CategoryTotals(_Obj):
+    before_s: float
+    after_s: float
+    freed_s: float
+
+
+class Totals(_Obj):
+    before_s: float = 0.0
+    after_s: float = 0.0
+    freed_s: float = 0.0
+    infrastructure_before_s: float = 0.0
+    infrastructure_after_s: float = 0.0
+    workload_before_s: float = 0.0
+    workload_after_s: float = 0.0
+    workload_freed_s: float = 0.0
+
+
+class CoresForAI(_Obj):
+    before_pct: float | None = None
+    after_pct: float | None = None
+    before_cores: float | None = None
+    after_cores: float | None = None
+    assumptions: list[str] = Field(default_factory=list)
+
+
+class Window(_Obj):
+    start_s: float
+    end_s: float
+    intervals: int = 0
+    how: str = ""
+
+
+class Speedup(_Obj):
+    """Job speedup: ``low <= expected <= high`` (None: unbounded) and how it was found."""
+
+    low: float | None = 1.0
+    expected: float | None = None
+    high: float | None = None
+    pays: bool = False
+    regime: str = "unknown"
+    regime_why: str = ""
+    contention_proxy: float | None = None
+    window: Window | None = None
+    bounds: dict | None = None
+    evidence: dict | None = None
+    assumptions: list[str] = Field(default_factory=list)
+
+
+class Host(_Obj):
+    cpu_count: int = 0
+    duration_s: float = 0.0
+    host_capacity_s: float = 0.0
+
+
+class Projection(_Obj):
+    """The whole projection file (docs/projection-contract.md)."""
+
+    projection_version: int
+    recording: str | list[str] = ""
+    recording_sha256: str | None = None
+    dpu: dict = Field(default_factory=dict)
+    mode_override: str | None = None
+    only: list[str] | None = None
+    host: Host = Field(default_factory=Host)
+    rows: list[Row] = Field(default_factory=list)
+    rejected: list[Row] = Field(default_factory=list)
+    left_on_host: list[Row] = Field(default_factory=list)
+    by_category: dict[str, CategoryTotals] = Field(default_factory=dict)
+    totals: Totals = Field(default_factory=Totals)
+    cores_for_ai: CoresForAI = Field(default_factory=CoresForAI)
+    speedup: Speedup = Field(default_factory=Speedup)
+    allreduce: dict | None = None
+    capacity: list[dict] = Field(default_factory=list)
+    sweep: dict | None = None
+    assumptions: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+
+    @field_validator("projection_version")
+    @classmethod
+    def _version(cls, v: int) -> int:
+        if v not in READABLE_VERSIONS:
+            raise ValueError(f"projection_version {v!r} not supported (readable: {READABLE_VERSIONS})")
+        return v
+
+    @field_validator("by_category")
+    @classmethod
+    def _categories(cls, v: dict) -> dict:
+        unknown = [c for c in v if c not in CATEGORIES]
+        if unknown:
+            raise ValueError(f"unknown categories in by_category: {', '.join(map(str, unknown[:3]))}")
+        return v
+
+    def as_json(self) -> dict:
+        """The JSON-ready dict (what ``--format json`` prints and the file holds)."""
+        return self.model_dump(mode="json")

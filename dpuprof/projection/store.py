@@ -1,0 +1,94 @@
+"""Where a Projection file lives, and writing and reading it.
+
+- path rule: ``dir/RUN.rec`` -> ``dir/RUN.proj.json`` (``path_for``);
+- ``write``: validate against the schema, then write atomically (a temporary file in the target's
+  folder, renamed over the target: a reader never sees half a file, a planted symlink is replaced,
+  never written through), mode 0644;
+- ``read``: parse (NaN/Infinity refused) and validate; any problem is a ``ValueError`` with one
+  line naming the first bad field.
+- ``sha256``: of the recording a projection was made from, so a report can tell a stale one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from dpuprof.projection.schema import Projection
+
+SUFFIX = ".proj.json"
+
+
+def path_for(recording: str | os.PathLike) -> Path:
+    """``dir/RUN.rec`` -> ``dir/RUN.proj.json``."""
+    recording = Path(recording)
+    stem = recording.name[:-4] if recording.name.endswith(".rec") else recording.name
+    return recording.with_name(stem + SUFFIX)
+
+
+def sha256(path: str | os.PathLike) -> str:
+    """Hex SHA-256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _one_line(err: ValidationError) -> str:
+    first = err.errors()[0]
+    where = ".".join(str(p) for p in first.get("loc", ())) or "projection"
+    return f"{where}: {first.get('msg', 'invalid')}"
+
+
+def validate(obj) -> Projection:
+    """A Projection from a dict; ValueError with one line if it does not fit the schema."""
+    if isinstance(obj, Projection):
+        return obj
+    if not isinstance(obj, dict):
+        raise ValueError("not a JSON object")
+    try:
+        return Projection.model_validate(obj)
+    except ValidationError as err:
+        raise ValueError(_one_line(err)) from None
+
+
+def dumps(proj: Projection) -> str:
+    """The file's text: indented JSON, one trailing newline."""
+    return json.dumps(proj.as_json(), indent=2, allow_nan=False) + "\n"
+
+
+def write(proj: Projection | dict, target: str | os.PathLike) -> Path:
+    """Validate and store ``proj`` at ``target`` atomically; returns the path. OSError on failure."""
+    proj = validate(proj)
+    target = Path(target)
+    text = dumps(proj)
+    fd, tmp = tempfile.mkstemp(prefix=".proj-", suffix=".json", dir=str(target.parent) or ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def _reject(name):
+    raise ValueError(f"{name} is not allowed in a projection")
+
+
+def read(path: str | os.PathLike) -> Projection:
+    """Load and validate the projection file at ``path`` (OSError, or ValueError with one line)."""
+    with open(path, encoding="utf-8") as fh:
+        try:
+            obj = json.load(fh, parse_constant=_reject)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"not JSON ({err.msg} at line {err.lineno})") from None
+    return validate(obj)
