@@ -1,5 +1,8 @@
-"""``dpuprof project``: project what a DPU would free on a recording, and store the projection
-beside it (``RUN.rec`` -> ``RUN.proj.json``) where ``dpuprof report`` finds it."""
+"""``dpuprof project``: project what a DPU would free on a recording, and store the projection in
+the current directory (``dir/RUN.rec`` -> ``./RUN.proj.json``) where ``dpuprof report`` finds it.
+
+The current directory, as perf (``perf.data``) and Nsight Systems (``report1.nsys-rep``) write there:
+the recording's own folder may be read-only, someone else's, or a fixture inside a checkout."""
 
 from __future__ import annotations
 
@@ -34,12 +37,16 @@ def _int_option(name: str, value: str | None, lo: int, hi: int) -> int | None:
 
 
 def projection_path(recording):
-    """``dir/RUN.rec`` -> ``dir/RUN.proj.json`` (the rule ``dpuprof report`` uses), as a Path."""
+    """``dir/RUN.rec`` -> ``RUN.proj.json`` in the current directory, as a relative Path.
+
+    ``dpuprof report dir/RUN.rec`` looks there (and beside the recording); see
+    docs/projection-contract.md.
+    """
     from pathlib import Path
 
-    recording = Path(recording)
-    stem = recording.name[:-4] if recording.name.endswith(".rec") else recording.name
-    return recording.with_name(stem + ".proj.json")
+    name = Path(recording).name
+    stem = name[:-4] if name.endswith(".rec") else name
+    return Path(stem + ".proj.json")
 
 
 @click.command(epilog=EPILOG)
@@ -50,7 +57,8 @@ def projection_path(recording):
 @click.option("--format", "fmt", default="terminal", show_default=True, metavar="terminal|json",
               help="Output format on stdout.")
 @click.option("-o", "--output", metavar="PATH",
-              help="Where to store the projection (default: RUN.proj.json beside RUN.rec).")
+              help="Where to store the projection (default: RUN.proj.json in the current directory, "
+                   "where dpuprof report RUN.rec looks for it).")
 @click.option("--nodes", metavar="N", help="Extrapolate all-reduce time to N nodes (ring, TCP vs RDMA).")
 @click.option("--gpus-per-node", metavar="G", help="Ranks per node for --nodes (default 1).")
 @click.option("--sweep", "sweep_spec", metavar="PARAM=lo:hi[:points]",
