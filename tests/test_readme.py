@@ -84,3 +84,36 @@ def test_readme_try_it_leaves_the_clone_clean(clone, tmp_path):
     assert html.startswith(b"<!doctype html>") and b'"projection":{"projection_version"' in html  # found it
     # ... and nothing inside the clone, not even a git-ignored file.
     assert git("status", "--porcelain", "--ignored", cwd=clone) == ""
+
+
+# Spelled in pieces so that this file does not match its own search.
+OUTSIDE = ("DESIGN" + ".md", ".." + "/shared")
+SHIPPED = ("README.md", "pyproject.toml", "dpuprof", "probes", "docs", "scripts", "tests", "examples",
+           "fixtures", "benchmarks", "reports/README.md", "reports/Makefile", "reports/templates")
+
+
+def test_nothing_cites_files_outside_the_repository():
+    """What the project relies on is in docs/; sources are public or docs/ files. (reports/example
+    is generated from the fixtures: `make -C reports` refreshes it.)"""
+    hits = []
+    for top in SHIPPED:
+        root = REPO / top
+        files = [root] if root.is_file() else [p for p in root.rglob("*") if p.is_file()]
+        for path in files:
+            if "__pycache__" in path.parts or path.suffix in (".rec", ".png", ".pyc"):
+                continue
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (UnicodeDecodeError, OSError):
+                continue
+            for n, line in enumerate(text.splitlines(), 1):
+                if any(needle in line for needle in OUTSIDE):
+                    hits.append(f"{path.relative_to(REPO)}:{n}: {line.strip()[:120]}")
+    assert not hits, "\n".join(hits)
+
+
+def test_readme_points_to_docs_that_exist():
+    readme = (REPO / "README.md").read_text()
+    for name in ("architecture.md", "taxonomy.md", "kernel-notes.md", "projection-model.md",
+                 "projection-contract.md"):
+        assert name in readme and (REPO / "docs" / name).is_file(), name
