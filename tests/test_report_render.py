@@ -568,10 +568,11 @@ def test_projection_is_found_in_the_current_directory_when_it_is_this_recordings
     make_recording(other, seed=3)
     proj, warns = projection.load(other)
     assert proj is None and len(warns) == 1 and "made from another recording" in warns[0]
-    # ... and one beside that recording still wins for it.
+    # ... and one beside that recording is used for it, without a word about the other file.
     make_projection(other)
     proj, warns = projection.load(other)
     assert proj is not None and proj["recording_sha256"] != json.loads(res.stdout)["recording_sha256"]
+    assert not any("another recording" in w for w in warns)
     # From the recording's own folder the two rules name one file.
     monkeypatch.chdir(elsewhere)
     assert projection.candidates(other) == [(other.with_name("dpuprof.proj.json"), False)]

@@ -105,6 +105,7 @@ def load(recording: str | Path, explicit: str | Path | None = None) -> tuple[dic
             raise UserError(f"{path}: not a usable projection ({why})")
         return proj, _warnings(proj, path, recording)
     notes: list[str] = []
+    others: list[str] = []  # said only when nothing is found: another run's file is no news otherwise
     for path, must_match in candidates(recording):
         if not path.exists():
             continue
@@ -113,11 +114,11 @@ def load(recording: str | Path, explicit: str | Path | None = None) -> tuple[dic
             notes.append(f"ignored {path}: not a usable projection ({why}); re-run dpuprof project")
             continue
         if must_match and not _matches(proj, recording):
-            notes.append(f"ignored {path}: made from another recording than {recording} "
-                         "(checksum differs)")
+            others.append(f"ignored {path}: made from another recording than {recording} "
+                          "(checksum differs)")
             continue
         return proj, notes + _warnings(proj, path, recording)
-    return None, notes
+    return None, notes + others
 
 
 def _read(path: Path) -> tuple[dict | None, str]:
