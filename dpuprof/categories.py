@@ -1,4 +1,4 @@
-"""The stable category taxonomy (DESIGN.md section 3).
+"""The stable category taxonomy (docs/taxonomy.md).
 
 JSON output and tests rely on these names. A subcategory is written ``top.sub`` (``network.tcpip``);
 ``idle`` is not a category of work and is reported separately.

@@ -3,7 +3,7 @@
 # Prefers linux-headers-$(uname -r); where the distribution has none for this kernel (Firecracker and
 # other custom kernels) it falls back to the newest Debian header package and links it into
 # /lib/modules/$(uname -r) -- tracepoint and perf_event programs only need the UAPI/struct layout that
-# BTF-era kernels keep stable. See DESIGN.md section 4.
+# BTF-era kernels keep stable. See docs/kernel-notes.md.
 set -euo pipefail
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -3,12 +3,18 @@
 Root tests (``@pytest.mark.root``) record real workloads with eBPF. They skip only where root or
 bcc is truly absent; CI runs as root with bcc installed by scripts/install-bcc.sh, so a skip
 there is a set-up failure (``DPUPROF_REQUIRE_ROOT_TESTS=1`` turns such a skip into a failure).
+
+Tests are hermetic: each runs in its own empty working directory (``_own_cwd``), so a command
+that writes into the current directory (``dpuprof project`` does by default) never writes into
+the checkout; recordings from ``fixtures/`` are read through ``fixture_copy``, never in place; and
+subprocesses import this checkout's ``dpuprof`` (PYTHONPATH), whatever is pip-installed.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +27,49 @@ FIXTURES = REPO / "fixtures"
 # The real interpreter, not a wrapper script (pyenv shims run bash before exec'ing python, and that
 # CPU would blur the workload's own getrusage numbers).
 PYTHON = os.path.realpath(sys.executable)
+# Subprocesses (``python -m dpuprof``) run from a temporary cwd: make them import this checkout.
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+
+
+@pytest.fixture(autouse=True)
+def _own_cwd(tmp_path_factory, monkeypatch):
+    """Run every test in an empty directory of its own, never in the checkout."""
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+
+
+def fixture_path(name) -> Path:
+    """``fixtures/NAME/recording.rec`` for a scenario name, or ``name`` itself when it is a path."""
+    text = str(name)
+    return Path(text) if text.endswith(".rec") or os.sep in text else FIXTURES / text / "recording.rec"
+
+
+@pytest.fixture(scope="session")
+def fixture_copy(tmp_path_factory):
+    """``fixture_copy(name)`` -> Path of a private copy of ``fixtures/NAME/recording.rec`` (or of the
+    recording at path ``name``), in a directory of its own, so nothing reads or writes beside the
+    repository's fixtures (no stray ``RUN.proj.json`` is picked up, no SQLite side file is made).
+
+    Copies are made once per session and shared: treat them as read-only. ``fixture_copy(name,
+    into=tmp_path)`` makes a fresh copy in ``into`` for a test that changes it or writes beside it.
+    Skips the test when the fixture is not in this checkout.
+    """
+    shared: dict[Path, Path] = {}
+
+    def copy(name, into: Path | None = None) -> Path:
+        src = fixture_path(name)
+        if not src.exists():
+            pytest.skip(f"{src} is not in this checkout")
+        if into is None and src in shared:
+            return shared[src]
+        label = src.parent.name if src.name == "recording.rec" else src.stem
+        folder = Path(into) if into is not None else tmp_path_factory.mktemp(f"fixture-{label}")
+        dst = folder / src.name
+        shutil.copyfile(src, dst)
+        if into is None:
+            shared[src] = dst
+        return dst
+
+    return copy
 
 
 def _root_and_bcc() -> str | None:

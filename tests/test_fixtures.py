@@ -1,6 +1,8 @@
 """The bundled fixtures: real recordings of examples/train_ddp.py made by `dpuprof record`.
 
 Every bound here is relative (one scenario against the others), never a hand-copied number.
+Recordings are read from private copies (conftest ``fixture_copy``); the checkout's files are
+only checked for presence and size.
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ ALL = SCENARIOS + ("long",)
 
 
 def _path(name: str) -> Path:
+    """The checkout's file: only for presence and size, never opened (use ``fixture_copy``)."""
     return FIXTURES / name / "recording.rec"
 
 
 @pytest.fixture(scope="module")
-def summaries():
-    return {name: summary_of(_path(name)) for name in ALL if _path(name).exists()}
+def summaries(fixture_copy):
+    return {name: summary_of(fixture_copy(name)) for name in ALL if _path(name).exists()}
 
 
 def _share(summary, category, scope="workload_cpu"):
@@ -39,8 +42,8 @@ def test_every_scenario_is_bundled():
 
 
 @pytest.mark.parametrize("name", ALL)
-def test_fixture_loads_and_is_complete(name, summaries):
-    rec = load(_path(name))
+def test_fixture_loads_and_is_complete(name, summaries, fixture_copy):
+    rec = load(fixture_copy(name))
     s = summaries[name]
     assert s["complete"] and s["exit_code"] == 0
     assert s["category_split"] and s["mode"] == "bpf"
@@ -56,9 +59,9 @@ def test_size_budget(name):
 
 
 @pytest.mark.parametrize("name", ALL)
-def test_categories_add_up_to_recorded_cpu(name, summaries):
+def test_categories_add_up_to_recorded_cpu(name, summaries, fixture_copy):
     s = summaries[name]
-    rec = load(_path(name))
+    rec = load(fixture_copy(name))
     wl = s["workload_cpu"]
     # The workload's categories partition its recorded CPU time.
     assert sum(wl["by_category"].values()) == pytest.approx(wl["total_s"], rel=0.01)
@@ -122,9 +125,9 @@ def test_compute_bound_is_dominated_by_compute(summaries):
     assert cb > max(_share(summaries[n], "compute") for n in SCENARIOS if n != "compute-bound")
 
 
-def test_an_oldest_schema_fixture_keeps_loading():
+def test_an_oldest_schema_fixture_keeps_loading(fixture_copy):
     # When SCHEMA_VERSION moves on, one fixture recorded with the oldest readable version stays
     # bundled: this test then proves the reader still upgrades it.
-    versions = {load(_path(n)).schema_version for n in ALL if _path(n).exists()}
+    versions = {load(fixture_copy(n)).schema_version for n in ALL if _path(n).exists()}
     assert min(READABLE_VERSIONS) in versions
     assert max(versions) <= SCHEMA_VERSION

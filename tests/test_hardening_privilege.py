@@ -161,11 +161,11 @@ def test_project_never_writes_through_a_symlink(tmp_path):
     rec = tmp_path / "run.rec"
     _write_small(rec)
     victim = _victim(tmp_path)
-    # -o PATH, and the default RUN.proj.json beside the recording.
+    # -o PATH, and the default ./RUN.proj.json in the current directory (tmp_path here).
     for link in (tmp_path / "p.json", tmp_path / "run.proj.json"):
         link.symlink_to(victim)
         args = ("project", rec, "--format", "json") + (("-o", link) if link.name == "p.json" else ())
-        res = dpuprof(*args)
+        res = dpuprof(*args, cwd=tmp_path)
         assert "Traceback" not in res.stderr, res.stderr
         _untouched(victim)
         if res.returncode == 0:

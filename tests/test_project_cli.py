@@ -113,17 +113,22 @@ def test_unwritable_output(rec, tmp_path):
     assert_one_line_error(run(rec, "-o", tmp_path / "no" / "such" / "dir" / "p.json"), "cannot write")
 
 
-def test_json_output_is_stored_beside_the_recording(rec):
-    res = run(rec, "--dpu", "bluefield-2", "--format", "json")
+def test_json_output_is_stored_in_the_current_directory(rec, tmp_path):
+    here = tmp_path / "here"
+    here.mkdir()
+    res = run(rec, "--dpu", "bluefield-2", "--format", "json", cwd=here)
     assert res.returncode == 0, res.stderr
+    # perf/Nsight's rule: the current directory, never beside the recording (it may be read-only).
+    assert not rec.with_name("run.proj.json").exists()
     proj = json.loads(res.stdout)
     for key in ("projection_version", "recording", "recording_sha256", "dpu", "host", "rows", "by_category",
                 "totals", "cores_for_ai", "speedup", "allreduce", "capacity", "assumptions", "warnings"):
         assert key in proj
     assert proj["dpu"]["name"] == "bluefield-2"
     assert proj["recording_sha256"] == hashlib.sha256(rec.read_bytes()).hexdigest()
-    stored = rec.with_name("run.proj.json")
+    stored = here / "run.proj.json"
     assert json.loads(stored.read_text()) == proj
+    assert f"stored in {stored.name}" in res.stderr
     # network: 2.02 s, all of it the workload's collective traffic -> RDMA frees almost all
     assert proj["by_category"]["network"]["before_s"] == pytest.approx(2.0202, abs=1e-4)
     assert proj["by_category"]["network"]["freed_s"] > 1.9

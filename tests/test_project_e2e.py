@@ -1,7 +1,8 @@
 """End to end: project each shipped fixture recording and check the result against values computed
 by hand (plain SQL over the fixture's tables, not the model's code) from its category totals.
 
-Skips only where the fixture file does not exist yet.
+Reads private copies of the fixtures (conftest ``fixture_copy``); skips only where the fixture
+file does not exist yet.
 """
 
 import json
@@ -15,17 +16,9 @@ import pytest
 from dpuprof.project import from_recording, load_profile, project
 from dpuprof.recording import load
 
-ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ("ddp-plain", "ddp-encrypted", "ddp-compressed", "storage-heavy", "compute-bound")
 INFRA = ("network", "storage", "crypto", "compression")
 RDMA_COST_S = (500 + 1000 + 0) * 1e-9  # connectx-7 rdma: o0 + L + Q per work request
-
-
-def fixture(name: str) -> Path:
-    path = ROOT / "fixtures" / name / "recording.rec"
-    if not path.exists():
-        pytest.skip(f"fixture {path.relative_to(ROOT)} does not exist yet (made by the fixtures issue)")
-    return path
 
 
 class Totals:
@@ -62,8 +55,8 @@ class Totals:
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_ideal_matches_category_totals(scenario):
-    path = fixture(scenario)
+def test_ideal_matches_category_totals(scenario, fixture_copy):
+    path = fixture_copy(scenario)
     t = Totals(path)
     p = project(from_recording(load(path)), load_profile("ideal"))
     cap = t.cpu_count * t.duration
@@ -78,10 +71,10 @@ def test_ideal_matches_category_totals(scenario):
 
 
 @pytest.mark.parametrize("scenario", ("ddp-plain", "ddp-encrypted", "ddp-compressed"))
-def test_connectx7_network_freed_by_hand(scenario):
+def test_connectx7_network_freed_by_hand(scenario, fixture_copy):
     """RDMA takes the collective share of each network subcategory (at least the workload's own
     part), pays n x (o0 + L) per recorded send/recv call; ASAP2 takes the rest of filter/switching."""
-    path = fixture(scenario)
+    path = fixture_copy(scenario)
     t = Totals(path)
     share = min(1.0, t.wl_bytes / t.all_bytes) if t.all_bytes > 0 else 1.0
     rdma_before, asap2 = 0.0, 0.0
@@ -100,8 +93,8 @@ def test_connectx7_network_freed_by_hand(scenario):
     assert p["by_category"]["network"]["before_s"] == pytest.approx(network, abs=2e-6)
 
 
-def test_cli_on_fixture_stores_projection(tmp_path):
-    path = fixture("ddp-plain")
+def test_cli_on_fixture_stores_projection(tmp_path, fixture_copy):
+    path = fixture_copy("ddp-plain")
     out = tmp_path / "plain.proj.json"
     res = subprocess.run([sys.executable, "-m", "dpuprof", "project", str(path), "--dpu", "bluefield",
                           "--nodes", "4", "--gpus-per-node", "8", "-o", str(out)],

@@ -24,8 +24,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from test_report_synth import make_projection, make_recording  # noqa: E402
+from test_report_synth import make_projection, make_recording
 
 CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parents[1]
@@ -241,8 +240,12 @@ def _check_page(browser: Chromium, page: Path, min_images: int = 3) -> dict:
 
 
 def _one_recording(tmp_path: Path) -> Path:
+    """A private copy of the first fixture (never the checkout's file), else a synthetic recording."""
     if FIXTURES:
-        return FIXTURES[0]
+        src, dst = FIXTURES[0], tmp_path / "fixture" / FIXTURES[0].name
+        dst.parent.mkdir(exist_ok=True)
+        shutil.copyfile(src, dst)
+        return dst
     return make_recording(tmp_path / "synth.rec")
 
 

@@ -1,33 +1,34 @@
 """dpuprof report: every renderer on every fixture, the exports' formats, compare and merge.
 
-Fixture tests parametrize over fixtures/*/recording.rec. A synthetic recording (written at test time
-with the real RecordingWriter, see test_report_synth.py) covers the edge cases the fixtures lack.
+Fixture tests parametrize over fixtures/*/recording.rec, and read private copies of them (conftest
+``fixture_copy``). A synthetic recording (written at test time with the real RecordingWriter, see
+test_report_synth.py) covers the edge cases the fixtures lack.
 """
 
 from __future__ import annotations
 
 import glob
+import html.parser
 import io
 import json
 import math
 import os
+import re
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from test_report_synth import make_projection, make_recording
 
-sys.path.insert(0, str(Path(__file__).parent))
-from test_report_synth import make_projection, make_recording  # noqa: E402
-
-from dpuprof.categories import CATEGORIES, INFRASTRUCTURE  # noqa: E402
-from dpuprof.errors import UserError  # noqa: E402
-from dpuprof.recording import load  # noqa: E402
-from dpuprof.recording.summary import summarize  # noqa: E402
-from dpuprof.render import registry  # noqa: E402
-from dpuprof.render.build import build_report  # noqa: E402
-from dpuprof.render.folded import parse_folded  # noqa: E402
+from dpuprof.categories import CATEGORIES, INFRASTRUCTURE
+from dpuprof.errors import UserError
+from dpuprof.recording import load
+from dpuprof.recording.summary import summarize
+from dpuprof.render import registry
+from dpuprof.render.build import build_report
+from dpuprof.render.folded import parse_folded
 
 ROOT = Path(__file__).resolve().parents[1]
 # DPUPROF_FIXTURES: another glob of recordings to run these tests on (e.g. scratch recordings)
@@ -122,13 +123,71 @@ def cli(*args, cwd=None) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
+class _Loads(html.parser.HTMLParser):
+    """Collects every URL an HTML document makes the browser fetch (not the URLs it merely cites)."""
+
+    #: (tag, attribute) pairs that load what they name; <a href> and xmlns only point or declare.
+    LOADING = {("script", "src"), ("img", "src"), ("img", "srcset"), ("iframe", "src"),
+               ("embed", "src"), ("source", "src"), ("source", "srcset"), ("audio", "src"),
+               ("video", "src"), ("video", "poster"), ("track", "src"), ("input", "src"),
+               ("object", "data"), ("link", "href"), ("image", "href"), ("image", "xlink:href"),
+               ("use", "href"), ("use", "xlink:href"), ("feimage", "href"), ("frame", "src")}
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.urls: list[str] = []
+        self._in: str | None = None
+
+    def handle_starttag(self, tag, attrs):
+        for name, value in attrs:
+            if (tag, name) in self.LOADING and value:
+                self.urls += [v.strip().split()[0] for v in value.split(",") if v.strip()] \
+                    if name == "srcset" else [value.strip()]
+            if name == "style" and value:
+                self.urls += css_loads(value)
+        kind = (dict(attrs).get("type") or "").lower()
+        runs = tag == "script" and kind in ("", "module", "text/javascript", "application/javascript")
+        self._in = "style" if tag == "style" else ("script" if runs else None)  # JSON data never runs
+
+    def handle_endtag(self, tag):
+        self._in = None
+
+    def handle_data(self, data):
+        if self._in == "style":
+            self.urls += css_loads(data)
+        elif self._in == "script":
+            self.urls += js_loads(data)
+
+
+def css_loads(css: str) -> list[str]:
+    """URLs a stylesheet fetches: url(...) and @import."""
+    found = re.findall(r"""url\(\s*['"]?([^'")\s]+)""", css, flags=re.I)
+    found += re.findall(r"""@import\s+(?:url\()?\s*['"]?([^'");\s]+)""", css, flags=re.I)
+    return found
+
+
+def js_loads(js: str) -> list[str]:
+    """URLs a script fetches by itself: import, import(), importScripts, fetch, new Worker."""
+    pattern = (r"""(?:\bimport\s*\(|\bimport\s[^;'"]*?\bfrom\s*|\bimport\s*|importScripts\s*\(|"""
+               r"""\bfetch\s*\(|new\s+(?:Shared)?Worker\s*\()\s*['"`]([^'"`]+)['"`]""")
+    return re.findall(pattern, js)
+
+
+def external_loads(document: str) -> list[str]:
+    """What an HTML report would fetch from anywhere but itself (data: URLs and #fragments are inline)."""
+    parser = _Loads()
+    parser.feed(document)
+    parser.close()
+    return [u for u in parser.urls if not u.lower().startswith(("data:", "#"))]
+
+
 def check_output(fmt: str, rendered, rec_path: Path) -> None:
     """Format-specific checks of one rendered report."""
     data = rendered.main
     if fmt == "html":
         text = data.decode()
         assert text.startswith("<!doctype html>") and "data:image/png;base64," in text
-        assert "http://" not in text.replace("http://www.w3.org/2000/svg", "") and "https://" not in text
+        assert external_loads(text) == []
     elif fmt == "json":
         assert json.loads(data)["host_cpu"] == summarize(load(rec_path))["host_cpu"]
     elif fmt == "markdown":
@@ -155,10 +214,41 @@ def check_output(fmt: str, rendered, rec_path: Path) -> None:
 
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("fixture", FIXTURE_PARAMS)
-def test_renderer_on_fixture(fixture, fmt, tmp_path):
+def test_renderer_on_fixture(fixture, fmt, tmp_path, fixture_copy):
+    fixture = fixture_copy(fixture)
     rep = report_for(fixture)
     rendered = render(rep, fmt, tmp_path if fmt == "markdown" else None)
     check_output(fmt, rendered, fixture)
+
+
+@pytest.mark.parametrize("fixture", FIXTURE_PARAMS)
+def test_html_with_its_projection_loads_nothing_external(fixture, fixture_copy, tmp_path):
+    """The report a user gets after README's commands: the projection's cited sources (https://...)
+    are text, and the file still fetches nothing."""
+    rec = fixture_copy(fixture, into=tmp_path)
+    res = subprocess.run([sys.executable, "-m", "dpuprof", "project", str(rec), "--dpu", "bluefield",
+                          "--format", "json"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "recording.proj.json").exists()
+    rep = build_report([rec])
+    assert rep.main.projection is not None
+    text = render(rep, "html").main.decode()
+    assert "https://" in text  # the cited sources are shown ...
+    assert external_loads(text) == []  # ... and nothing is fetched
+
+
+def test_external_loads_tells_a_load_from_a_citation():
+    cited = ('<p>source: https://docs.nvidia.com/x</p><a href="https://example.org">x</a>'
+             '<svg xmlns="http://www.w3.org/2000/svg"></svg><img src="data:image/png;base64,AA">'
+             '<script type="application/json">{"u": "import(\'https://x\')"}</script>'
+             '<style>a{color:red}</style><script>const s = "see https://a.b";</script>')
+    assert external_loads(cited) == []
+    for loads in ('<script src="https://cdn/x.js"></script>', '<link rel="stylesheet" href="r.css">',
+                  '<style>body{background:url("https://x/y.png")}</style>', '<style>@import "x.css";</style>',
+                  '<div style="background: url(x.png)"></div>', '<img srcset="a.png 1x, b.png 2x">',
+                  '<script type="module">import {a} from "https://x/m.js";</script>',
+                  '<script>import("./m.js"); fetch("https://x/d")</script>', '<svg><image href="p.png"/></svg>'):
+        assert external_loads(loads), loads
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -185,9 +275,10 @@ def test_renderer_on_several_recordings(synth, tmp_path, fmt, mode):
 
 
 @pytest.mark.parametrize("fixture", FIXTURE_PARAMS)
-def test_cli_json_is_the_summary_contract(fixture):
+def test_cli_json_is_the_summary_contract(fixture, fixture_copy):
     from click.testing import CliRunner
 
+    fixture = fixture_copy(fixture)
     from dpuprof.cli import cli as dpuprof_cli
 
     res = CliRunner().invoke(dpuprof_cli, ["report", str(fixture), "--format", "json"])
@@ -294,7 +385,8 @@ def test_markdown_writes_pngs_beside_it(synth, tmp_path):
 # ----------------------------------------------------------------------------- compare and merge
 
 @pytest.mark.parametrize("fixture", FIXTURE_PARAMS)
-def test_compare_fixture_with_itself_is_zero(fixture):
+def test_compare_fixture_with_itself_is_zero(fixture, fixture_copy):
+    fixture = fixture_copy(fixture)
     rep = report_for(fixture, fixture, mode="compare")
     cmp = rep.comparison
     assert (cmp["diff_pp"] == 0).all() and (cmp["a_s"] == cmp["b_s"]).all()
@@ -327,8 +419,8 @@ def test_compare_detects_a_real_difference(tmp_path):
 
 
 @pytest.mark.parametrize("fixture", FIXTURE_PARAMS)
-def test_merging_two_copies_of_a_fixture_doubles_the_totals(fixture):
-    check_merge_doubles(fixture)
+def test_merging_two_copies_of_a_fixture_doubles_the_totals(fixture, fixture_copy):
+    check_merge_doubles(fixture_copy(fixture))
 
 
 def test_merging_two_copies_of_synthetic_doubles_the_totals(synth):
@@ -454,6 +546,36 @@ def test_projection_loader(synth, tmp_path):
     assert proj is not None and any("different version of this recording" in w for w in warns)
     side.write_text(json.dumps({"projection_version": 99}))
     assert projection.load(rec)[0] is None
+
+
+def test_projection_is_found_in_the_current_directory_when_it_is_this_recordings(synth, tmp_path, monkeypatch):
+    from dpuprof.render import projection
+
+    runs, work, elsewhere = tmp_path / "runs", tmp_path / "work", tmp_path / "elsewhere"
+    for d in (runs, work, elsewhere):
+        d.mkdir()
+    rec = runs / "dpuprof.rec"
+    rec.write_bytes(synth.read_bytes())
+    res = subprocess.run([sys.executable, "-m", "dpuprof", "project", str(rec), "--format", "json"],
+                         capture_output=True, text=True, timeout=120, cwd=work)
+    assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in work.iterdir()) == ["dpuprof.proj.json"] and not (runs / "dpuprof.proj.json").exists()
+    monkeypatch.chdir(work)
+    proj, warns = projection.load(rec)
+    assert proj == json.loads(res.stdout) and warns == []
+    # Another run's recording with the same default name: the file here is not its projection.
+    other = elsewhere / "dpuprof.rec"
+    make_recording(other, seed=3)
+    proj, warns = projection.load(other)
+    assert proj is None and len(warns) == 1 and "made from another recording" in warns[0]
+    # ... and one beside that recording is used for it, without a word about the other file.
+    make_projection(other)
+    proj, warns = projection.load(other)
+    assert proj is not None and proj["recording_sha256"] != json.loads(res.stdout)["recording_sha256"]
+    assert not any("another recording" in w for w in warns)
+    # From the recording's own folder the two rules name one file.
+    monkeypatch.chdir(elsewhere)
+    assert projection.candidates(other) == [(other.with_name("dpuprof.proj.json"), False)]
 
 
 def test_format_is_chosen_by_name_or_extension():

@@ -13,12 +13,26 @@ Examples:
 """
 
 
+MARKS = {"ok": "ok", "fallback": "ok (fallback)", "unreadable": "needs root", "not tried": "not tried"}
+
+
+def _mark(check: dict) -> str:
+    """The status column: what the check found, in a word or two."""
+    status = check.get("status") or ("ok" if check["ok"] else "missing")
+    if status in MARKS:
+        return MARKS[status]
+    return "MISSING" if check["required"] else "missing (optional)"
+
+
 @click.command(epilog=EPILOG)
 @click.option("--format", "fmt", type=click.Choice(["terminal", "json"]), default="terminal", show_default=True)
 def doctor(fmt):
     """Check root, bcc, kernel headers, tracefs, BTF, tracepoints, perf_event sampling and kprobe/fentry.
 
-    Exits 0 when `dpuprof record` can run with eBPF, 1 otherwise.
+    Each line says ok, ok (fallback: works with a limit, e.g. headers of another kernel series),
+    needs root (present, but only root can read it), not tried, or MISSING. Without root, tracefs
+    is usually unreadable, and tracepoints are looked up in /proc/kallsyms instead. Exits 0 when
+    `dpuprof record` can run with eBPF, 1 otherwise. Background: docs/kernel-notes.md.
     """
     from dpuprof.cli.common import echo_json
     from dpuprof.record.doctor import run_checks
@@ -28,12 +42,14 @@ def doctor(fmt):
     if fmt == "json":
         echo_json({"ok": ok, "checks": checks})
     else:
+        shown = None
         for c in checks:
-            mark = "ok" if c["ok"] else ("MISSING" if c["required"] else "missing (optional)")
+            mark = _mark(c)
             line = f"{c['name']:<36} {mark:<20} {c['detail']}"
-            if not c["ok"] and c["fix"]:
+            if not c["ok"] and c["fix"] and c["fix"] != shown:  # one "run as root" for many lines
                 line += f"\n{'':<36} fix: {c['fix']}"
+                shown = c["fix"]
             click.echo(line)
-        click.echo("ready to record with eBPF" if ok else "not ready: fix the MISSING lines above "
-                   "(or record without root: dpuprof record --probes psutil -- CMD)")
+        click.echo("ready to record with eBPF" if ok else "not ready: fix the MISSING and needs-root lines "
+                   "above (or record without root: dpuprof record --probes psutil -- CMD)")
     sys.exit(0 if ok else 1)

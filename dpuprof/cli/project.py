@@ -1,5 +1,8 @@
-"""``dpuprof project``: project what a DPU would free on a recording, and store the projection
-beside it (``RUN.rec`` -> ``RUN.proj.json``) where ``dpuprof report`` finds it."""
+"""``dpuprof project``: project what a DPU would free on a recording, and store the projection in
+the current directory (``dir/RUN.rec`` -> ``./RUN.proj.json``) where ``dpuprof report`` finds it.
+
+The current directory, as perf (``perf.data``) and Nsight Systems (``report1.nsys-rep``) write there:
+the recording's own folder may be read-only, someone else's, or a fixture inside a checkout."""
 
 from __future__ import annotations
 
@@ -36,10 +39,10 @@ def _int_option(name: str, value: str | None, lo: int, hi: int) -> int | None:
 
 
 def projection_path(recording):
-    """``dir/RUN.rec`` -> ``dir/RUN.proj.json`` (the rule ``dpuprof report`` uses), as a Path."""
-    from dpuprof.projection.store import path_for
+    """``dir/RUN.rec`` -> ``RUN.proj.json`` in the current directory (dpuprof.projection.store)."""
+    from dpuprof.projection.store import default_output
 
-    return path_for(recording)
+    return default_output(recording)
 
 
 @click.command(epilog=EPILOG)
@@ -50,7 +53,8 @@ def projection_path(recording):
 @click.option("--format", "fmt", default="terminal", show_default=True, metavar="terminal|json",
               help="Output format on stdout.")
 @click.option("-o", "--output", metavar="PATH",
-              help="Where to store the projection (default: RUN.proj.json beside RUN.rec).")
+              help="Where to store the projection (default: RUN.proj.json in the current directory, "
+                   "where dpuprof report RUN.rec looks for it).")
 @click.option("--nodes", metavar="N", help="Extrapolate all-reduce time to N nodes (ring, TCP vs RDMA).")
 @click.option("--gpus-per-node", metavar="G", help="Ranks per node for --nodes (default 1).")
 @click.option("--sweep", "sweep_spec", metavar="PARAM=lo:hi[:points]",

@@ -12,7 +12,7 @@ from dpuprof.render import registry
 
 EPILOG = """\b
 Examples:
-  dpuprof report                                   # newest *.rec here (+ its .proj.json)
+  dpuprof report                                   # newest *.rec here (+ its RUN.proj.json)
   dpuprof report run.rec -o report.html            # one self-contained HTML file
   dpuprof report run.rec -o report.md              # markdown + PNG files beside it
   dpuprof report before.rec after.rec -o diff.html # compare two runs (A = before, B = after)
@@ -25,6 +25,10 @@ Examples:
 The format comes from --format, else from the output's extension:
   .html .md .png .json .speedscope.json .trace.json/.perfetto.json .folded .txt
 With no -o the terminal summary goes to standard output.
+
+\b
+The projection of DIR/RUN.rec is read from ./RUN.proj.json (where dpuprof project writes it)
+when its checksum matches the recording, else from DIR/RUN.proj.json; --projection names it.
 
 \b
 Two recordings are compared unless they look like two nodes of one job (different hosts,
@@ -42,7 +46,8 @@ overlapping in time), which are merged; three or more are merged. --compare/--me
 @click.option("--merge", "mode", flag_value="merge",
               help="Merge the recordings of one job's nodes into a cluster view.")
 @click.option("--projection", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Projection to draw (default: RUN.proj.json beside RUN.rec, if present).")
+              help="Projection to draw (default: ./RUN.proj.json made from this RUN.rec, else "
+                   "RUN.proj.json beside RUN.rec, if present).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress line on stderr.")
 def report(recordings, output, fmt, mode, projection, quiet):
     """Report on RECORDINGS (default: the newest *.rec in this directory)."""

@@ -1,4 +1,4 @@
-"""Offload projection: a Recording plus a DPU profile -> a Projection (DESIGN.md section 5).
+"""Offload projection: a Recording plus a DPU profile -> a Projection (docs/projection-model.md).
 
 Pure functions over DataFrames (no printing, no file I/O except the profile loader):
 

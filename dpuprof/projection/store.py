@@ -1,6 +1,7 @@
 """Where a Projection file lives, and writing and reading it.
 
-- path rule: ``dir/RUN.rec`` -> ``dir/RUN.proj.json`` (``path_for``);
+- path rule: ``project`` writes ``./RUN.proj.json`` (``default_output``); ``report`` looks there,
+  then beside the recording (``candidates``, ``path_for``);
 - ``write``: validate against the schema, then write atomically (a temporary file in the target's
   folder, renamed over the target: a reader never sees half a file, a planted symlink is replaced,
   never written through), mode 0644;
@@ -25,10 +26,32 @@ SUFFIX = ".proj.json"
 
 
 def path_for(recording: str | os.PathLike) -> Path:
-    """``dir/RUN.rec`` -> ``dir/RUN.proj.json``."""
+    """``dir/RUN.rec`` -> ``dir/RUN.proj.json`` (beside the recording)."""
     recording = Path(recording)
     stem = recording.name[:-4] if recording.name.endswith(".rec") else recording.name
     return recording.with_name(stem + SUFFIX)
+
+
+def default_output(recording: str | os.PathLike) -> Path:
+    """Where ``dpuprof project dir/RUN.rec`` writes without ``-o``: ``./RUN.proj.json`` in the
+    current directory, as perf and Nsight write into it (never into a folder the user did not name,
+    such as a read-only or bundled recording's)."""
+    return Path(path_for(recording).name)
+
+
+def candidates(recording: str | os.PathLike) -> list[tuple[Path, bool]]:
+    """Where ``dpuprof report dir/RUN.rec`` looks for its projection, in order, as
+    ``(path, must_match)``: ``./RUN.proj.json`` in the current directory (where ``project`` writes
+    by default), then ``dir/RUN.proj.json`` beside the recording. A file in the current directory
+    is used only when its ``recording_sha256`` is this recording's (every default recording is named
+    ``dpuprof.rec``, so the name alone does not tell whose it is); the one beside the recording is
+    used by name, with a warning when its checksum differs.
+    """
+    beside = path_for(recording)
+    here = default_output(recording)
+    if here.resolve() == beside.resolve():
+        return [(beside, False)]
+    return [(here, True), (beside, False)]
 
 
 def sha256(path: str | os.PathLike) -> str:

@@ -1,10 +1,22 @@
-"""Checks behind ``dpuprof doctor``. Each check is a dict: name, ok, required, detail, fix."""
+"""Checks behind ``dpuprof doctor``.
+
+Each check is a dict: name, ok, required, status, detail, fix. ``status`` says more than ``ok``:
+
+- ``ok``: works;
+- ``fallback``: works, with a limit the detail names (headers of another kernel series);
+- ``unreadable``: present, but this user cannot read it (tracefs is root-only on most systems);
+- ``not tried``: depends on a check above that failed;
+- ``missing``: absent.
+
+What each check means for dpuprof, and why, is in docs/kernel-notes.md.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import platform
+import re
 from pathlib import Path
 
 from dpuprof.record import probes as probemod
@@ -32,8 +44,9 @@ def _quiet_stderr():
         os.close(saved)
 
 
-def _check(name, ok, detail, fix="", required=True) -> dict:
-    return {"name": name, "ok": bool(ok), "required": required, "detail": detail, "fix": "" if ok else fix}
+def _check(name, ok, detail, fix="", required=True, status=None) -> dict:
+    return {"name": name, "ok": bool(ok), "required": required,
+            "status": status or ("ok" if ok else "missing"), "detail": detail, "fix": "" if ok else fix}
 
 
 def run_checks() -> list[dict]:
@@ -43,33 +56,132 @@ def run_checks() -> list[dict]:
                          "run as root: sudo dpuprof record -- CMD"))
     has_bcc, bcc_detail = bcc_available()
     checks.append(_check("bcc", has_bcc, f"bcc {bcc_detail}" if has_bcc else bcc_detail, INSTALL_HINT))
-    build = Path(f"/lib/modules/{platform.release()}/build")
-    headers = (build / "include").exists()
-    checks.append(_check("kernel headers", headers,
-                         f"{build} -> {os.path.realpath(build)}" if headers else f"{build} missing",
-                         "sudo scripts/install-bcc.sh (installs linux-headers, falls back to the newest)"))
-    tfs = probemod.tracefs()
-    checks.append(_check("tracefs", tfs is not None, str(tfs) if tfs else "not mounted",
-                         "sudo mount -t tracefs nodev /sys/kernel/tracing"))
+    headers = headers_check()
+    checks.append(headers)
+    tfs, tfs_check = tracefs_check()
+    checks.append(tfs_check)
     btf = Path("/sys/kernel/btf/vmlinux").exists()
     checks.append(_check("BTF", btf, "/sys/kernel/btf/vmlinux" if btf else "no /sys/kernel/btf/vmlinux",
                          "a kernel built with CONFIG_DEBUG_INFO_BTF=y (optional: bcc uses headers)", required=False))
-    for probe in probemod.PROBES:
-        for tp in probe.tracepoints:
-            present = tfs is not None and probemod.tracepoint_exists(tp)
-            checks.append(_check(f"tracepoint {tp}", present, f"used by probe {probe.name}",
-                                 f"kernel lacks {tp}: probe {probe.name} will be skipped",
-                                 required=probe.name in probemod.REQUIRED))
-    can_compile = root and has_bcc and headers and tfs is not None
+    checks.extend(tracepoint_checks(tfs is not None))
+    can_compile = root and has_bcc and headers["ok"] and tfs is not None
     checks.append(_perf_event_check(can_compile))
     checks.extend(_optional_timing_checks(can_compile))
     return checks
 
 
+HEADERS_FIX = "sudo scripts/install-bcc.sh (installs linux-headers, falls back to the newest)"
+ROOT_FIX = "run as root: sudo dpuprof doctor"
+
+
+def _series(release: str) -> tuple[int, int] | None:
+    m = re.match(r"(\d+)\.(\d+)", release)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def headers_release(build: Path) -> str | None:
+    """The kernel release the headers at ``build`` were made for (``UTS_RELEASE``), or None."""
+    try:
+        text = (build / "include" / "generated" / "utsrelease.h").read_text()
+        m = re.search(r'UTS_RELEASE\s+"([^"]+)"', text)
+        if m:
+            return m.group(1)
+    except OSError:
+        pass
+    try:
+        return (build / "include" / "config" / "kernel.release").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def headers_check(kernel: str | None = None, build: Path | None = None) -> dict:
+    """Kernel headers bcc compiles against. Headers of another kernel series load tracepoint and
+    perf_event programs (their context layouts come from tracefs and the stable UAPI), but a program
+    that reads kernel structs through the headers' offsets may read the wrong fields."""
+    kernel = kernel or platform.release()
+    build = build or Path(f"/lib/modules/{kernel}/build")
+    if not (build / "include").exists():
+        return _check("kernel headers", False, f"{build} missing", HEADERS_FIX)
+    made_for = headers_release(build)
+    where = f"{build} -> {os.path.realpath(build)}"
+    if made_for is None:
+        return _check("kernel headers", True, f"{where} (kernel release unknown)")
+    have, want = _series(made_for), _series(kernel)
+    if have is not None and have == want:
+        return _check("kernel headers", True, f"{where} ({made_for})")
+    short = lambda v: ".".join(map(str, v)) if v else "?"  # noqa: E731
+    return _check("kernel headers", True,
+                  f"fallback headers ({short(have)} for {short(want)}): tracepoint and perf_event programs "
+                  f"work; struct-reading programs may not ({where}, made for {made_for})",
+                  status="fallback")
+
+
+def _tracefs_mounts() -> list[str]:
+    """Mount points of tracefs from /proc/self/mounts (readable without root)."""
+    try:
+        with open("/proc/self/mounts") as fh:
+            return [f[1] for f in (line.split() for line in fh) if len(f) > 2 and f[2] == "tracefs"]
+    except OSError:
+        return []
+
+
+def tracefs_check() -> tuple[Path | None, dict]:
+    """(readable tracefs or None, the check). Mounted but root-only is not "not mounted"."""
+    tfs = probemod.tracefs()
+    if tfs is not None:
+        return tfs, _check("tracefs", True, str(tfs))
+    mounted = _tracefs_mounts()
+    for cand in probemod.TRACEFS_CANDIDATES:
+        if cand in mounted or (os.path.isdir(cand) and not os.access(cand, os.R_OK | os.X_OK)):
+            return None, _check("tracefs", False, f"{cand} is mounted but not readable without root",
+                                ROOT_FIX, status="unreadable")
+    return None, _check("tracefs", False, "not mounted", "sudo mount -t tracefs nodev /sys/kernel/tracing")
+
+
+def _kallsyms_tracepoints() -> set[str] | None:
+    """Tracepoint names (without their category) from /proc/kallsyms' ``__traceiter_NAME`` symbols,
+    which unprivileged users can list; None when there are none to go by."""
+    names = set()
+    try:
+        with open("/proc/kallsyms") as fh:
+            for line in fh:
+                sym = line.rstrip("\n").rsplit(" ", 1)[-1]
+                if sym.startswith("__traceiter_"):
+                    names.add(sym[len("__traceiter_"):])
+    except OSError:
+        return None
+    return names or None
+
+
+def tracepoint_checks(tracefs_readable: bool) -> list[dict]:
+    """One check per tracepoint a probe uses: from tracefs when readable, else from /proc/kallsyms
+    (a present tracepoint is then "unreadable": its format, which bcc needs, is root-only)."""
+    from_kallsyms = None if tracefs_readable else _kallsyms_tracepoints()
+    out = []
+    for probe in probemod.PROBES:
+        for tp in probe.tracepoints:
+            name, used = f"tracepoint {tp}", f"used by probe {probe.name}"
+            required = probe.name in probemod.REQUIRED
+            missing_fix = f"kernel lacks {tp}: probe {probe.name} will be skipped"
+            if tracefs_readable:
+                out.append(_check(name, probemod.tracepoint_exists(tp), used, missing_fix, required=required))
+            elif from_kallsyms is None:
+                out.append(_check(name, False, f"{used}; not checked: tracefs not readable without root",
+                                  ROOT_FIX, required=required, status="unreadable"))
+            elif tp.split(":", 1)[1] in from_kallsyms:
+                out.append(_check(name, False, f"{used}; in the kernel (/proc/kallsyms), its tracefs "
+                                  "format not readable without root", ROOT_FIX, required=required,
+                                  status="unreadable"))
+            else:
+                out.append(_check(name, False, f"{used}; not in /proc/kallsyms", missing_fix, required=required))
+    return out
+
+
 def _perf_event_check(can_compile: bool) -> dict:
     name = "perf_event cpu-clock sampling"
     if not can_compile:
-        return _check(name, False, "not tried (needs root, bcc, headers and tracefs)", "fix the lines above")
+        return _check(name, False, "not tried (needs root, bcc, headers and tracefs)", "fix the lines above",
+                      status="not tried")
     from dpuprof.record.bcc_loader import import_bcc
     bcc = import_bcc()
     try:
@@ -87,8 +199,8 @@ def _optional_timing_checks(can_compile: bool) -> list[dict]:
     """kprobe and fentry are optional extras: detected by really trying (BPF.support_kfunc() can say
     True on kernels that then refuse the load)."""
     if not can_compile:
-        return [_check("kprobe", False, "not tried", "", required=False),
-                _check("fentry/fexit", False, "not tried", "", required=False)]
+        return [_check("kprobe", False, "not tried", "", required=False, status="not tried"),
+                _check("fentry/fexit", False, "not tried", "", required=False, status="not tried")]
     from dpuprof.record.bcc_loader import import_bcc
     bcc = import_bcc()
     out = []

@@ -58,6 +58,7 @@ class Recorder:
         self.process_ok: dict[int, bool] = {}
         self.lost_total = 0
         self._psutil_seen: set[int] = set()  # workload pids seen by psutil polling (psutil mode)
+        self.workload_cpu_s = 0.0  # the workload's proc_cpu (user + system) so far, for the status line
 
     # ------------------------------------------------------------------ set-up
     def _load_bpf(self):
@@ -168,7 +169,9 @@ class Recorder:
                     status, lambda: self._write_interval(writer, child, host, procs, gpu, t_prev, now))
             t_prev = now
             if recording_ok:
-                status.update(now - start, self.total_samples, self.cat_totals, self.lost_total)
+                status.update(now - start, self.total_samples, self.cat_totals, self.lost_total,
+                              **({"workload_cpu_s": self.workload_cpu_s, "processes": len(self._psutil_seen)}
+                                 if opts.psutil_only else {}))
             if done:
                 break
         status.clear()
@@ -313,6 +316,7 @@ class Recorder:
         stacks_new = []
         live_workload = [p for p in workload if self._is_process(p)]
         tables["proc_cpu"] = procs.sample(live_workload)
+        self.workload_cpu_s += sum(user + system for _, user, system in tables["proc_cpu"])
         if self.bpf is not None:
             from dpuprof.record.drain import scale_to_exact
 

@@ -53,7 +53,7 @@ def build_report(paths: list[Path], *, mode: str | None = None, projection: str 
 
     if projection and len(paths) != 1:
         raise UserError("--projection applies to a single recording; for several, each is read "
-                        "from beside its recording (RUN.proj.json)")
+                        "from its own RUN.proj.json (see dpuprof report --help)")
     recs = []
     for i, p in enumerate(paths):
         if progress:

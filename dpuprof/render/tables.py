@@ -13,7 +13,8 @@ from dpuprof.render.model import RunView
 from dpuprof.render.projection import num, text_list
 from dpuprof.render.stats import count_ci, scaled_share_ci
 
-#: The BlueField solution brief's figures (DESIGN.md section 6), shown beside the measurement.
+#: The BlueField solution brief's figures (docs/projection-model.md, "The claim under test"), shown
+#: beside the measurement.
 VENDOR = {"cores_for_ai": "~70 % → >95 %",
           "infra_share": ">30 % of CPU cycles",
           "allreduce": "~500 µs → ~180 µs (256 GPUs)",

@@ -1,0 +1,128 @@
+"""``dpuprof doctor`` says what it found: root-only is not "missing", fallback headers are not "ok".
+
+The unprivileged checks run in a forked child that drops to nobody (setresuid 65534): nobody
+cannot execute root's own interpreter (pyenv under /root), so the child runs this interpreter's
+already-loaded dpuprof with nobody's real permissions on tracefs and /proc.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import traceback
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from dpuprof.record import doctor
+
+NOBODY = 65534
+
+
+def _doctor_output(*args) -> dict:
+    from dpuprof.cli import cli
+
+    res = CliRunner().invoke(cli, ["doctor", *args])
+    return {"exit_code": res.exit_code, "stdout": res.stdout}
+
+
+def as_nobody(fn, *args) -> dict:
+    """``fn(*args)`` (JSON-able) run as uid/gid 65534 with no groups; directly when not root."""
+    if os.geteuid() != 0:
+        return fn(*args)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: drop privileges for good, run, report through the pipe, never return
+        code = 1
+        try:
+            os.close(r)
+            os.setgroups([])
+            os.setresgid(NOBODY, NOBODY, NOBODY)
+            os.setresuid(NOBODY, NOBODY, NOBODY)
+            os.chdir("/")
+            payload = json.dumps({"result": fn(*args)})
+            code = 0
+        except BaseException:  # noqa: BLE001 -- everything goes back to the parent as text
+            payload = json.dumps({"error": traceback.format_exc()})
+        with os.fdopen(w, "w") as out:
+            out.write(payload)
+        os._exit(code)
+    os.close(w)
+    with os.fdopen(r) as inp:
+        data = json.loads(inp.read())
+    os.waitpid(pid, 0)
+    assert "error" not in data, data.get("error")
+    return data["result"]
+
+
+def _tracefs_mounted() -> bool:
+    with open("/proc/self/mounts") as fh:
+        return any(len(f) > 2 and f[2] == "tracefs" for f in (line.split() for line in fh))
+
+
+def test_unprivileged_doctor_says_not_readable_not_missing():
+    out = as_nobody(_doctor_output, "--format", "json")
+    data = json.loads(out["stdout"])
+    checks = {c["name"]: c for c in data["checks"]}
+    assert checks["root"]["ok"] is False and out["exit_code"] == 1
+    tfs = checks["tracefs"]
+    if not _tracefs_mounted():
+        pytest.skip("tracefs is not mounted here, so 'not mounted' is the truth")
+    if tfs["ok"]:
+        pytest.skip("tracefs is readable by everyone on this machine")
+    assert tfs["status"] == "unreadable" and "not readable without root" in tfs["detail"], tfs
+    assert "not mounted" not in tfs["detail"]
+    tracepoints = [c for c in data["checks"] if c["name"].startswith("tracepoint ")]
+    assert tracepoints
+    # Without root they are looked up in /proc/kallsyms: present ones say so, none is "missing"
+    # only because tracefs could not be read.
+    for c in tracepoints:
+        assert c["status"] in ("unreadable", "missing"), c
+        if c["status"] == "missing":
+            assert "not in /proc/kallsyms" in c["detail"], c
+    assert any("kallsyms" in c["detail"] or "not readable without root" in c["detail"] for c in tracepoints)
+    # ... and the terminal output says "needs root", never MISSING, for them.
+    text = as_nobody(_doctor_output)["stdout"]
+    tracefs_line = next(line for line in text.splitlines() if line.startswith("tracefs"))
+    assert "needs root" in tracefs_line and "MISSING" not in tracefs_line
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="as root: the check sees the headers bcc will use")
+def test_root_doctor_names_fallback_headers_for_another_kernel_series():
+    build = Path(f"/lib/modules/{platform.release()}/build")
+    made_for = doctor.headers_release(build)
+    if made_for is None:
+        pytest.skip(f"no headers with a release at {build}")
+    data = json.loads(_doctor_output("--format", "json")["stdout"])
+    check = next(c for c in data["checks"] if c["name"] == "kernel headers")
+    same = made_for.split(".")[:2] == platform.release().split(".")[:2]
+    assert check["status"] == ("ok" if same else "fallback"), (check, made_for)
+    if not same:
+        assert check["detail"].startswith("fallback headers (")
+        assert "tracepoint and perf_event programs work; struct-reading programs may not" in check["detail"]
+
+
+def _fake_headers(tmp_path: Path, release: str) -> Path:
+    gen = tmp_path / "build" / "include" / "generated"
+    gen.mkdir(parents=True)
+    (gen / "utsrelease.h").write_text(f'#define UTS_RELEASE "{release}"\n')
+    return tmp_path / "build"
+
+
+def test_headers_of_another_series_are_fallback(tmp_path):
+    check = doctor.headers_check(kernel="6.18.44-fc-v1045", build=_fake_headers(tmp_path, "6.1.0-57-amd64"))
+    assert check["ok"] and check["status"] == "fallback"
+    assert check["detail"].startswith("fallback headers (6.1 for 6.18): tracepoint and perf_event programs "
+                                      "work; struct-reading programs may not")
+
+
+def test_headers_of_the_same_series_are_ok(tmp_path):
+    check = doctor.headers_check(kernel="6.1.0-57-amd64", build=_fake_headers(tmp_path, "6.1.0-57-amd64"))
+    assert check["ok"] and check["status"] == "ok" and "fallback" not in check["detail"]
+
+
+def test_missing_headers_are_missing(tmp_path):
+    check = doctor.headers_check(kernel="6.18.1", build=tmp_path / "none")
+    assert not check["ok"] and check["status"] == "missing" and check["fix"]
