@@ -42,12 +42,22 @@ class ModelResult:
 
 
 def evaluate_rows(inp: ProjectionInput, profile: Profile) -> ModelResult:
-    """demand -> plan -> capacity -> Accelerometer equations."""
+    """demand -> plan -> capacity at the post-offload rate -> Accelerometer equations.
+
+    Capacity is checked at the rate the job runs after the offload: the self-consistent expected
+    speedup (capacity.at_post_offload_rate).
+    """
     feats = Features(inp)
     dem = demand(inp)
     rows = model.plan(dem, profile, feats)
-    rows, caps = capacity.apply(rows, profile, feats, inp.duration_s)
-    return ModelResult(dem, model.evaluate(rows), caps, feats)
+
+    def at(rate: float):
+        capped, caps = capacity.apply(rows, profile, feats, inp.duration_s, rate=rate)
+        ev = model.evaluate(capped)
+        return ev, caps, outcomes.speedup_range(dem, ev)["expected"]
+
+    ev, caps, _, _ = capacity.at_post_offload_rate(at)
+    return ModelResult(dem, ev, caps, feats)
 
 
 def _num(x, digits: int = 6):
@@ -80,7 +90,8 @@ def _row_dict(r) -> dict:
         "runs_on": _str(r.runs_on), "resource": _str(r.resource),
         "share": _num(r.share), "share_workload": _num(r.share_workload),
         "alpha": _num(r.alpha_eff), "alpha_profile": _num(r.alpha), "capacity_factor": _num(r.cap_factor),
-        "A": _num(r.A), "n": _num(r.n, 3), "C": _num(r.before_s * 1e9, 1),
+        "A": _num(r.A), "n": _num(r.n, 3), "n_profile": _num(r.n_profile, 3), "C": _num(r.before_s * 1e9, 1),
+        "host_bytes_per_cpu_s": _num(r.host_bytes_per_cpu_s, 1), "rate_note": _str(r.rate_note),
         "o0": _num(r.o0_ns, 3), "L": _num(r.L_ns, 3), "Q": _num(r.Q_ns, 3), "o1": _num(r.o1_ns, 3),
         "before_s": _num(r.before_s), "after_s": _num(r.after_s), "freed_s": _num(r.freed_s),
         "workload_before_s": _num(r.workload_before_s), "workload_after_s": _num(r.workload_after_s),
@@ -127,6 +138,7 @@ def project(inp: ProjectionInput, profile: Profile, *, nodes: int | None = None,
         assumptions.append(f"{100 * share:.0f} % of the recorded network bytes are loopback (dev lo); loopback "
                            "kernel network work stands in for inter-node traffic (a real node does the same "
                            "send and receive processing for its own rank)")
+    assumptions += list(dict.fromkeys(n for n in rows.get("rate_note", pd.Series(dtype=object)) if _str(n)))
     if any(r["mechanism"] == "rdma" for r in enabled + rejected):
         assumptions.append("the workload's TCP traffic is its collective traffic, which RDMA would carry")
 
