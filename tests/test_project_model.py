@@ -139,8 +139,8 @@ def test_arm_capacity_limits_and_bf2_engine_can_beat_bf3():
     assert arm["demand"] == pytest.approx(37.5 * arm["rate_factor"]) and arm["bottleneck"] is True
     (row,) = [r_ for r_ in bf3["rows"] if r_["mechanism"] == "arm_offload"]
     assert row["capacity_limited"] is True
-    assert row["alpha"] == pytest.approx(16 / (37.5 * arm["rate_factor"]))
-    assert row["n"] == pytest.approx(row["n_profile"] * row["capacity_factor"], rel=1e-6)  # effective alpha
+    assert row["alpha"] == pytest.approx(16 / (37.5 * arm["rate_factor"]), abs=1e-6)
+    assert row["n"] == pytest.approx(row["n_profile"] * row["capacity_factor"], rel=1e-5)  # effective alpha
     assert bf3["speedup"]["expected"] == pytest.approx(arm["rate_factor"], rel=1e-3)  # self-consistent
     eng = next(c for c in bf2["capacity"] if c["resource"] == "compression_engine_host_cores")
     # 30 host cores of DEFLATE at the post-offload rate, against 45.7

@@ -8,8 +8,9 @@ capacity records:
      "rate_factor", "rate_source"}
 
 Demand is checked at the **post-offload rate**: the job runs ``rate`` times faster after the
-offload, so every per-second demand of the recording is multiplied by ``rate`` (the projected
-expected speedup, see ``post_offload_rate``; 1.0 = the recorded rate). Resources
+offload, so the job's part of every per-second demand is multiplied by ``rate`` (other processes'
+part, e.g. softirq for other tenants, stays at the recorded rate); ``rate`` is the self-consistent
+expected speedup (``at_post_offload_rate``; 1.0 = the recorded rate). Resources
 (``profiles.RESOURCES``):
 
 - ``line_rate_gbps``: network bytes per second in the busier direction (all devices, loopback
@@ -57,28 +58,45 @@ def at_post_offload_rate(at, tol: float = 1e-4, iterations: int = 40):
     ``at(rate)`` -> (evaluated rows, capacity records, expected speedup or None = unbounded), with
     capacity applied at ``rate``. The expected speedup ``f(rate)`` falls as the rate rises (more
     demand, less capacity left per second), so the self-consistent rate ``r = f(r)`` lies in
-    ``[1, f(1)]``; it is found by bisection. Returns (rows, records, rate, how it was chosen); each
-    record gets ``rate_factor`` and ``rate_source``.
+    ``[1, f(1)]``; it is found by bracketed regula falsi (Illinois). Returns (rows, records, rate,
+    how it was chosen); each record gets ``rate_factor`` and ``rate_source``.
     """
     rows, caps, e1 = at(1.0)
     if e1 is not None and e1 <= 1.0 + tol:
         return _tag(rows, caps, 1.0, "the recorded rate: the projected speedup is 1, so the job runs no faster")
     hi = 1e6 if e1 is None else float(e1)
-    rows_hi, caps_hi, e_hi = at(hi)
-    if e_hi is None or e_hi >= hi * (1 - tol):
-        return _tag(rows_hi, caps_hi, hi, f"the post-offload rate: recorded rate x {hi:.4g}, the projected "
+    res_hi = at(hi)
+    if res_hi[2] is None or res_hi[2] >= hi * (1 - tol):
+        return _tag(res_hi[0], res_hi[1], hi, f"the post-offload rate: recorded rate x {hi:.4g}, the projected "
                     "expected speedup (no capacity limit binds at that rate)")
-    lo = 1.0
+    lo, g_lo = 1.0, (1e6 if e1 is None else e1) - 1.0
+    g_hi = res_hi[2] - hi
+    best, side = (lo, (rows, caps)), 0
     for _ in range(iterations):
+        r = hi - g_hi * (hi - lo) / (g_hi - g_lo)
+        if not lo < r < hi:
+            r = 0.5 * (lo + hi)
+        ev, cp, e = at(r)
+        g = (1e6 if e is None else e) - r
+        if g >= 0:
+            lo, g_lo, best = r, g, (r, (ev, cp))
+            if side == 1:
+                g_hi *= 0.5  # Illinois step: keep the stale end from stalling convergence
+            side = 1
+        else:
+            hi, g_hi = r, g
+            if side == -1:
+                g_lo *= 0.5
+            side = -1
+        if abs(g) <= tol * r:
+            best = (r, (ev, cp))  # self-consistent within tol, whichever side
+            break
         if hi - lo <= tol * lo:
             break
-        mid = 0.5 * (lo + hi)
-        e = at(mid)[2]
-        lo, hi = (mid, hi) if e is None or e >= mid else (lo, mid)
-    rows, caps, _ = at(lo)
-    return _tag(rows, caps, lo, f"the post-offload rate: recorded rate x {lo:.4g}, the self-consistent expected "
-                "speedup (the job runs that much faster with the capacity-limited offload, and capacity is "
-                "checked at that rate)")
+    rate, (rows, caps) = best
+    return _tag(rows, caps, rate, f"the post-offload rate: recorded rate x {rate:.4g}, the self-consistent "
+                "expected speedup (the job runs that much faster with the capacity-limited offload, and "
+                "capacity is checked at that rate)")
 
 
 def _tag(rows, caps, rate: float, why: str):
@@ -87,27 +105,39 @@ def _tag(rows, caps, rate: float, why: str):
     return rows, caps, rate, why
 
 
-def _crypto_demand(sel: pd.DataFrame, feats: Features, duration_s: float) -> tuple[float, str]:
-    """Crypto bytes per second at the recorded rate (Gb/s) and a note on how they were counted."""
+def _seconds(sel: pd.DataFrame, rate: float) -> pd.Series:
+    """Offloaded host seconds per row at the post-offload rate: only the job's part speeds up."""
+    job = sel["workload_before_s"].clip(upper=sel["before_s"])
+    return sel["alpha"] * (job * rate + (sel["before_s"] - job))
+
+
+def _traffic_scale(feats: Features, rate: float) -> float:
+    """Factor on recorded traffic: the job's share of socket bytes runs ``rate`` times faster."""
+    s = feats.sockets
+    share = min(1.0, s["wl_bytes"] / s["all_bytes"]) if s["all_bytes"] > 0 else 1.0
+    return share * rate + (1.0 - share)
+
+
+def _crypto_demand(sel: pd.DataFrame, feats: Features, duration_s: float, rate: float) -> tuple[float, str]:
+    """Crypto Gb/s at the post-offload rate and a note on how the bytes were counted."""
     inline = sel[sel["n_from"] != "cpu_chunks"]
     lookaside = sel[sel["n_from"] == "cpu_chunks"]
     gbps, notes = 0.0, []
     if not inline.empty:
-        rate = pd.to_numeric(inline["host_bytes_per_cpu_s"], errors="coerce")
+        host_rate = pd.to_numeric(inline["host_bytes_per_cpu_s"], errors="coerce")
         wire, what = _wire_bytes(feats)
-        if rate.notna().all():
-            enc = float((inline["alpha"] * inline["before_s"] * rate).sum())
+        wire *= _traffic_scale(feats, rate)
+        if host_rate.notna().all():
+            enc = min(float((_seconds(inline, rate) * host_rate).sum()), wire)
             notes.append(f"inline: bytes the offloaded crypto CPU processed (alpha x C x host_bytes_per_cpu_s), "
                          f"at most the traffic that leaves the host ({what})")
-            enc = min(enc, wire)
         else:
             enc = wire
             notes.append(f"inline: no host AES rate for every inline slice, so all traffic counted as encrypted "
                          f"({what}; an upper bound)")
         gbps += 8 * enc / duration_s / 1e9
     if not lookaside.empty:
-        gbps += float((lookaside["alpha"] * lookaside["before_s"] * lookaside["host_bytes_per_cpu_s"]).sum()
-                      ) * 8 / duration_s / 1e9
+        gbps += float((_seconds(lookaside, rate) * lookaside["host_bytes_per_cpu_s"]).sum()) * 8 / duration_s / 1e9
         notes.append("lookaside: bytes the offloaded CPU time processed at host_bytes_per_cpu_s")
     return gbps, "; ".join(notes)
 
@@ -130,23 +160,23 @@ def apply(rows: pd.DataFrame, profile: Profile, feats: Features, duration_s: flo
             continue
         sel = active[active["resource"] == resource]
         if resource == "line_rate_gbps":
-            demand = _net_gbps(feats, duration_s)
+            demand = _net_gbps(feats, duration_s) * _traffic_scale(feats, rate)
             action = "flagged: traffic above line rate would make the network the bottleneck"
-            note = "busier direction of all recorded devices (loopback included)"
+            note = ("busier direction of all recorded devices (loopback included); the job's share of socket "
+                    "bytes at the post-offload rate")
         elif resource == "crypto_gbps":
-            demand, note = _crypto_demand(sel, feats, duration_s)
+            demand, note = _crypto_demand(sel, feats, duration_s, rate)
             action = "excess crypto work stays on the host"
         elif resource == "arm_cores":
-            demand = float((sel["alpha"] * sel["before_s"] / sel["A"]).sum()) / duration_s  # A = inf: no Arm time
+            demand = float((_seconds(sel, rate) / sel["A"]).sum()) / duration_s  # A = inf: no Arm time
             action = "excess work stays on the host"
             note = "Arm core-seconds needed = offloaded host seconds / A (Arm speed relative to a host core)"
         elif resource == "compression_engine_host_cores":
-            demand = float((sel["alpha"] * sel["before_s"]).sum()) / duration_s
+            demand = float(_seconds(sel, rate).sum()) / duration_s
             action = "excess work stays on the host"
             note = "offloaded host CPU seconds per second, against the engine's throughput in host cores"
         else:  # pragma: no cover - profiles.RESOURCES is closed
             continue
-        demand *= rate
         bottleneck = demand > limit
         factor = min(1.0, limit / demand) if bottleneck and resource != "line_rate_gbps" else 1.0
         if factor < 1.0:
