@@ -222,3 +222,18 @@ def test_vendor_like_for_like_row():
     assert small["rdma_us"] == pytest.approx(34.0, abs=0.01)
     assert small["tcp_us"] > small["rdma_us"] and "no message size" in vc["assumption"]
     assert math.isfinite(vc["sizes"][1]["rdma_us"])
+
+
+def test_post_offload_rate_solver_by_hand():
+    from dpuprof.project.capacity import at_post_offload_rate
+
+    def at(rate):  # 300 s of 310 offloadable; capacity for 16 / (37.5 rate) of it (see test_project_model)
+        c = min(1.0, 16 / (37.5 * rate))
+        return None, [{"resource": "arm_cores"}], 310 / (310 - 300 * c)
+    _, caps, rate, why = at_post_offload_rate(at)
+    assert rate == pytest.approx(438 / 310, rel=1e-4) and caps[0]["rate_factor"] == pytest.approx(rate, abs=1e-6)
+    assert "self-consistent" in why
+    _, _, rate, why = at_post_offload_rate(lambda r: (None, [], None))
+    assert rate == 1.0 and "unbounded" in why
+    _, _, rate, why = at_post_offload_rate(lambda r: (None, [], 1.25))  # no capacity binds
+    assert rate == 1.25 and "no capacity limit binds" in why

@@ -229,7 +229,9 @@ def render_terminal(proj: dict) -> str:
         out.append("")
         alg = ar.get("algorithm") or {}
         out.append(f"All-reduce at {ar['nodes']} nodes x {ar['gpus_per_node']} GPUs ({ar['ranks']} ranks), "
-                   f"{ar['bytes_per_step'] / 1e6:.3f} MB per operation ({ar.get('method', '')}):")
+                   f"{ar['bytes_per_step'] / 1e6:.3f} MB per operation:")
+        if ar.get("method"):
+            out.append(f"  operations: {ar['method']}")
         out.append(f"  TCP  {ar['tcp_us']:>12.1f} us per operation ({alg.get('tcp', 'ring')})")
         out.append(f"  RDMA {ar['rdma_us']:>12.1f} us per operation ({alg.get('rdma', 'ring')})")
         out.append(f"  over the recorded {ar['ops_recorded']:.0f} operations: TCP {ar['tcp_total_s']:.3f} s, "

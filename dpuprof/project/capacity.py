@@ -62,14 +62,17 @@ def at_post_offload_rate(at, tol: float = 1e-4, iterations: int = 40):
     how it was chosen); each record gets ``rate_factor`` and ``rate_source``.
     """
     rows, caps, e1 = at(1.0)
-    if e1 is not None and e1 <= 1.0 + tol:
+    if e1 is None:
+        return _tag(rows, caps, 1.0, "the recorded rate: the projected speedup is unbounded (the job's own CPU "
+                    "would vanish), so no post-offload rate can be derived; demand is a lower bound")
+    if e1 <= 1.0 + tol:
         return _tag(rows, caps, 1.0, "the recorded rate: the projected speedup is 1, so the job runs no faster")
-    hi = 1e6 if e1 is None else float(e1)
+    hi = float(e1)
     res_hi = at(hi)
     if res_hi[2] is None or res_hi[2] >= hi * (1 - tol):
         return _tag(res_hi[0], res_hi[1], hi, f"the post-offload rate: recorded rate x {hi:.4g}, the projected "
                     "expected speedup (no capacity limit binds at that rate)")
-    lo, g_lo = 1.0, (1e6 if e1 is None else e1) - 1.0
+    lo, g_lo = 1.0, e1 - 1.0
     g_hi = res_hi[2] - hi
     best, side = (lo, (rows, caps)), 0
     for _ in range(iterations):
