@@ -143,3 +143,13 @@ def test_terminal_with_nodes_and_sweep(rec, tmp_path):
         assert needle in res.stdout
     proj = json.loads(out.read_text())
     assert proj["allreduce"]["ranks"] == 256 and len(proj["sweep"]["points"]) == 4
+
+
+def test_set_changes_one_mechanism_and_is_recorded(rec, tmp_path):
+    out = tmp_path / "s.proj.json"
+    res = run(rec, "--set", "rdma.alpha=0", "--format", "json", "-o", out)
+    assert res.returncode == 0, res.stderr
+    proj = json.loads(out.read_text())
+    assert proj["set"] == ["rdma.alpha=0"]
+    assert not [r for r in proj["rows"] if r["mechanism"] == "rdma"]
+    assert proj["by_category"]["network"]["freed_s"] == 0
