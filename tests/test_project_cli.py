@@ -102,6 +102,10 @@ def test_missing_or_bad_recording(tmp_path):
     (["--gpus-per-node", "8"], "--gpus-per-node needs --nodes"),
     (["--sweep", "beta=0:1"], "unknown parameter 'beta'"),
     (["--sweep", "alpha=0:3"], "alpha must lie in [0, 1]"),
+    (["--sweep", "A=0.25:2"], "ambiguous on bluefield-3: A enters arm_offload, virtio_fs"),
+    (["--sweep", "snapp.alpha=0:1"], "has no mechanism 'snapp'"),
+    (["--set", "rdma.o0=-1"], "o0 must lie in"),
+    (["--set", "alpha=0.5"], "ambiguous on bluefield-3: alpha enters rdma, asap2"),
     (["--mode", "eventually"], "--mode 'eventually'"),
     (["--format", "xml"], "--format 'xml'"),
 ])
@@ -137,10 +141,20 @@ def test_json_output_is_stored_in_the_current_directory(rec, tmp_path):
 
 def test_terminal_with_nodes_and_sweep(rec, tmp_path):
     out = tmp_path / "x.proj.json"
-    res = run(rec, "--nodes", "32", "--gpus-per-node", "8", "--sweep", "A=0.5:2:4", "-o", out)
+    res = run(rec, "--nodes", "32", "--gpus-per-node", "8", "--sweep", "arm_offload.A=0.5:2:4", "-o", out)
     assert res.returncode == 0, res.stderr
     for needle in ("Host cores available for AI", "Speedup of the recorded job", "All-reduce at 32 nodes x 8 GPUs",
-                   "Sweep of A", "rdma", f"Stored in {out}"):
+                   "Sweep of A", "on arm_offload", "rdma", f"Stored in {out}"):
         assert needle in res.stdout
     proj = json.loads(out.read_text())
     assert proj["allreduce"]["ranks"] == 256 and len(proj["sweep"]["points"]) == 4
+
+
+def test_set_changes_one_mechanism_and_is_recorded(rec, tmp_path):
+    out = tmp_path / "s.proj.json"
+    res = run(rec, "--set", "rdma.alpha=0", "--format", "json", "-o", out)
+    assert res.returncode == 0, res.stderr
+    proj = json.loads(out.read_text())
+    assert proj["set"] == ["rdma.alpha=0"]
+    assert not [r for r in proj["rows"] if r["mechanism"] == "rdma"]
+    assert proj["by_category"]["network"]["freed_s"] == 0

@@ -13,7 +13,9 @@ Examples:
   dpuprof project --dpu bluefield                  # newest *.rec here, BlueField-3
   dpuprof project run.rec --dpu bluefield-2 --format json
   dpuprof project run.rec --dpu ./my-dpu.toml --nodes 32 --gpus-per-node 8
-  dpuprof project run.rec --sweep A=0.25:2         # speedup against accelerator speed-up
+  dpuprof project run.rec --sweep arm_offload.A=0.25:2   # Arm core speed (enters Arm-core capacity)
+  dpuprof project run.rec --sweep rdma.o0=0:5000        # one mechanism's dispatch cost, ns
+  dpuprof project run.rec --set virtio_fs.mode=async    # a what-if on one mechanism
   dpuprof project run.rec --dpu ideal -o ideal.proj.json
   dpuprof project run.rec --mode sync              # what if every offload were synchronous
   dpuprof project run.rec --dpu ideal --only crypto # an ideal crypto-only offload
@@ -57,8 +59,11 @@ def projection_path(recording):
                    "where dpuprof report RUN.rec looks for it).")
 @click.option("--nodes", metavar="N", help="Extrapolate all-reduce time to N nodes (ring, TCP vs RDMA).")
 @click.option("--gpus-per-node", metavar="G", help="Ranks per node for --nodes (default 1).")
-@click.option("--sweep", "sweep_spec", metavar="PARAM=lo:hi[:points]",
-              help="Speedup against one parameter on every mechanism: alpha, A, o0, L, Q, o1 (ns).")
+@click.option("--sweep", "sweep_spec", metavar="MECH.PARAM=lo:hi[:points]",
+              help="Speedup against one parameter of one mechanism: alpha, A, o0, L, Q, o1 (ns). A bare "
+                   "PARAM works only where exactly one mechanism uses it.")
+@click.option("--set", "set_specs", multiple=True, metavar="MECH.PARAM=value",
+              help="Set one mechanism's parameter (alpha, A, o0, L, Q, o1, mode) for a what-if; repeatable.")
 @click.option("--mode", metavar="sync|sync-os|async",
               help="Override every mechanism's execution mode (default: each mechanism's own).")
 @click.option("--only", "only", metavar="CATEGORY[,CATEGORY]",
@@ -66,7 +71,7 @@ def projection_path(recording):
 @click.option("--time", "time_range", default="steady", show_default=True, metavar="START:END|steady",
               help="Window the job speedup is read from: seconds from the start, or 'steady' "
                    "(after warm-up, from step markers or the data).")
-def project(recording, dpu, fmt, output, nodes, gpus_per_node, sweep_spec, mode, only, time_range):
+def project(recording, dpu, fmt, output, nodes, gpus_per_node, sweep_spec, set_specs, mode, only, time_range):
     """Project what a DPU would free on RECORDING (default: the newest *.rec here).
 
     For each infrastructure subcategory (network, storage, crypto, compression) and each offload
@@ -110,15 +115,18 @@ def project(recording, dpu, fmt, output, nodes, gpus_per_node, sweep_spec, mode,
 
     sweep_args = sweep_mod.parse(sweep_spec) if sweep_spec else None
 
-    profile = load_profile(dpu)
+    profile = sweep_mod.apply_sets(load_profile(dpu), set_specs)
+    if sweep_args:  # an ambiguous or unknown target fails before the recording is read
+        sweep_mod.resolve(profile.with_overrides(mode=mode) if mode else profile, sweep_args[0])
     path = resolve_recording(recording)
     rec = load(path)
     inp = from_recording(rec)
     proj = run_projection(inp, profile, nodes=n_nodes, gpus_per_node=gpn or 1, mode=mode, only=only_cats,
                           window=window)
     if sweep_args:
-        proj["sweep"] = sweep_mod.sweep(inp, profile, *sweep_args, mode=mode)
+        proj["sweep"] = sweep_mod.sweep(inp, profile, *sweep_args, mode=mode, only=only_cats, window=window)
 
+    proj["set"] = list(set_specs) or None
     proj["recording"] = str(recording) if recording else str(path)
     proj["recording_sha256"] = projection_store.sha256(path)
     proj = projection_store.validate(proj).as_json()
@@ -234,20 +242,34 @@ def render_terminal(proj: dict) -> str:
     ar = proj.get("allreduce")
     if ar:
         out.append("")
+        alg = ar.get("algorithm") or {}
         out.append(f"All-reduce at {ar['nodes']} nodes x {ar['gpus_per_node']} GPUs ({ar['ranks']} ranks), "
-                   f"{ar['bytes_per_step'] / 1e6:.3f} MB per step:")
-        out.append(f"  TCP  {ar['tcp_us']:>12.1f} us per step")
-        out.append(f"  RDMA {ar['rdma_us']:>12.1f} us per step")
-        out.append(f"  over the recorded {ar['ops_recorded']:.0f} steps: TCP {ar['tcp_total_s']:.3f} s, "
+                   f"{ar['bytes_per_step'] / 1e6:.3f} MB per operation:")
+        if ar.get("method"):
+            out.append(f"  operations: {ar['method']}")
+        out.append(f"  TCP  {ar['tcp_us']:>12.1f} us per operation ({alg.get('tcp', 'ring')})")
+        out.append(f"  RDMA {ar['rdma_us']:>12.1f} us per operation ({alg.get('rdma', 'ring')})")
+        out.append(f"  over the recorded {ar['ops_recorded']:.0f} operations: TCP {ar['tcp_total_s']:.3f} s, "
                    f"RDMA {ar['rdma_total_s']:.3f} s (recording lasted {ar['recorded_duration_s']:.1f} s)")
+        if ar.get("measured_us_per_op") is not None:
+            out.append(f"  measured on the recording: {ar['measured_us_per_op']:.1f} us per operation "
+                       f"({ar['recorded_ranks']} ranks)")
+        vc = ar.get("vendor_comparison")
+        if vc:
+            out.append(f"  vendor brief {vc['vendor']}; modelled at {vc['nodes']} x {vc['gpus_per_node']}: " +
+                       "; ".join(f"{r['message_bytes']:,} B TCP {r['tcp_us']:.1f} us -> RDMA {r['rdma_us']:.1f} us"
+                                 for r in vc["sizes"]))
     sw = proj.get("sweep")
     if sw:
         out.append("")
-        out.append(f"Sweep of {sw['param']} ({sw['unit']}) on every mechanism:")
+        out.append(f"Sweep of {sw['param']} ({sw['unit']}) on {sw.get('mechanism') or 'every mechanism'}"
+                   + (f"; enters {'; '.join(sw['enters'])}" if sw.get("enters") else "") + ":")
         out.append(f"  {'value':>12}{'low':>9}{'expected':>10}{'high':>9}{'freed s':>10}{'cores for AI %':>16}")
         for p in sw["points"]:
             out.append(f"  {p['value']:>12.4g}{_f(p['low'], '.3f'):>9}{_f(p['expected'], '.3f', 'inf'):>10}"
                        f"{_f(p['high'], '.3f', 'inf'):>9}{p['freed_s']:>10.2f}{p['after_pct']:>16.1f}")
+        if sw.get("flat"):
+            out.append(f"  Flat: {sw.get('flat_reason')}")
     out.append("")
     out.append("Assumptions:")
     for a in (proj.get("assumptions") or []) + (sp.get("assumptions") or []):

@@ -5,12 +5,13 @@ Pure functions over DataFrames (no printing, no file I/O except the profile load
 - ``profiles``: load and validate DPU profiles (TOML, every parameter sourced);
 - ``inputs``: the DataFrames the model reads (``from_recording``);
 - ``features``: CPU demand per subcategory, offload counts, stack-based shares;
+- ``codecs``: measured cipher/codec bytes, calls and direction split (codec_calls, schema v2);
 - ``accelerometer``: the Accelerometer equations (sync, sync-OS, async);
 - ``model``: slicing subcategories among mechanisms and evaluating each slice;
-- ``capacity``: demand beyond the card's engines/cores stays on the host;
+- ``capacity``: demand at the post-offload rate beyond the card's engines/cores stays on the host;
 - ``outcomes``: per-category totals, cores for AI, speedup range;
-- ``allreduce``: alpha-beta ring all-reduce at N nodes, TCP against RDMA;
-- ``sweep``: speedup against one parameter;
+- ``allreduce``: alpha-beta ring, tree and hierarchical all-reduce at N nodes, TCP against RDMA;
+- ``sweep``: one mechanism's parameter swept (--sweep) or set (--set), with flat sweeps explained;
 - ``projection``: assemble the JSON-ready dict (docs/projection-contract.md).
 """
 

@@ -18,6 +18,7 @@ from functools import cached_property
 import pandas as pd
 
 from dpuprof.categories import IDLE, top_level
+from dpuprof.project import codecs
 from dpuprof.project.inputs import ProjectionInput
 
 #: sock_io protocols that travel over IP (the recorder writes other families' numbers, e.g. "0" for unix).
@@ -149,12 +150,16 @@ class Features:
         """Network bytes/packets: tx_bytes, rx_bytes, packets, and loopback share of bytes."""
         net = self.inp.table("net_io")
         if net.empty:
-            return {"tx_bytes": 0.0, "rx_bytes": 0.0, "packets": 0.0, "lo_bytes": 0.0}
+            return {"tx_bytes": 0.0, "rx_bytes": 0.0, "packets": 0.0, "lo_bytes": 0.0,
+                    "off_host_tx_bytes": 0.0, "off_host_rx_bytes": 0.0}
         by_dir = net.groupby("direction")[["bytes", "packets"]].sum()
         get = lambda d, c: float(by_dir.loc[d, c]) if d in by_dir.index else 0.0  # noqa: E731
+        off = net[net["dev"] != "lo"]
+        off_dir = off.groupby("direction")["bytes"].sum() if not off.empty else pd.Series(dtype=float)
         return {"tx_bytes": get("tx", "bytes"), "rx_bytes": get("rx", "bytes"),
                 "packets": float(net["packets"].sum()),
-                "lo_bytes": float(net.loc[net["dev"] == "lo", "bytes"].sum())}
+                "lo_bytes": float(net.loc[net["dev"] == "lo", "bytes"].sum()),
+                "off_host_tx_bytes": float(off_dir.get("tx", 0.0)), "off_host_rx_bytes": float(off_dir.get("rx", 0.0))}
 
     @cached_property
     def packets(self) -> float:
@@ -287,9 +292,7 @@ class Features:
             return self._stack_share(subcategory, workload, lambda e: e["codec"] == "deflate",
                                      "which codec ran")
         if kind == "deflate_lz4_decompress":
-            return self._stack_share(subcategory, workload,
-                                     lambda e: e["codec"].isin(["deflate", "lz4"]) & (e["direction"] == "decompress"),
-                                     "codec and direction (compress vs decompress)")
+            return self._decompress_share(subcategory, workload)
         if kind == "socket_processes":
             per = self._cpu_by_pid[self._cpu_by_pid["subcategory"] == subcategory]
             if workload:
@@ -304,3 +307,42 @@ class Features:
             return self._stack_share(subcategory, workload, lambda e: e["fs_impl"].astype(bool),
                                      "file-system code from page-cache hits")
         raise ValueError(f"unknown share {kind!r}")
+
+    # ---- measured codec rates and directions (codec_calls, schema v2)
+    def codec_measure(self, subcategory: str, share_kind: str) -> codecs.Measured | None:
+        """Measured bytes and calls per CPU-second for the calls a mechanism with ``share_kind`` takes."""
+        sel = {"deflate_lz4_decompress": (("decompress",), ("deflate", "lz4")),
+               "deflate": (None, ("deflate",))}.get(share_kind, (None, None))
+        return codecs.measure(self.inp.table("codec_calls"), self.inp.table("cpu_category"), subcategory, *sel)
+
+    def _decompress_share(self, subcategory: str, workload: bool) -> float:
+        """DEFLATE/LZ4 decompression share: codec from the stacks, direction measured where possible.
+
+        With codec_calls, the direction split is the measured share of DEFLATE/LZ4 call time spent
+        decompressing (times the stacks' DEFLATE/LZ4 share, or 1 without stacks). Without it, only
+        samples whose frames name inflate/decompress count, and a warning says how many were unknown.
+        """
+        pids = self.inp.workload_pids if workload else None
+        frac = codecs.time_fraction(self.inp.table("codec_calls"), subcategory, directions=("decompress",),
+                                    within_codecs=("deflate", "lz4"), pids=pids)
+        ev = self._stack_evidence
+        ev = ev[ev["subcategory"] == subcategory]
+        if workload:
+            ev = ev[ev["pid"].isin(self.inp.workload_pids)]
+        total = float(ev["samples"].sum()) if not ev.empty else 0.0
+        if frac is not None:
+            codec_share = float(ev.loc[ev["codec"].isin(["deflate", "lz4"]), "samples"].sum()) / total \
+                if total > 0 else 1.0
+            return codec_share * frac
+        share = self._stack_share(subcategory, workload,
+                                  lambda e: e["codec"].isin(["deflate", "lz4"]) & (e["direction"] == "decompress"),
+                                  "codec and direction (compress vs decompress)")
+        fam = ev[ev["codec"].isin(["deflate", "lz4"])]
+        fam_n = float(fam["samples"].sum()) if not fam.empty else 0.0
+        unknown = float(fam.loc[fam["direction"] == "unknown", "samples"].sum()) / fam_n if fam_n > 0 else 0.0
+        if unknown > 0.5:
+            self._warn(f"{subcategory}: direction (compress vs decompress) unknown for {100 * unknown:.1f} % of the "
+                       "DEFLATE/LZ4 samples (stripped library frames); only samples naming inflate/decompress "
+                       f"count, so a decompression engine gets {100 * share:.1f} % of it; record with the codec "
+                       "uprobes (schema v2 codec_calls) to measure the direction")
+        return share

@@ -17,16 +17,15 @@ from dpuprof.recording.schema import TABLES
 
 #: Tables the model uses.
 USED_TABLES = ("cpu_category", "net_io", "block_io", "sock_io", "softirq", "stacks", "stack_samples",
-               "host_disk", "intervals", "processes", "threads", "thread_time", "thread_wait", "thread_category",
-               "markers", "gpu")
+               "host_disk", "codec_calls", "collectives", "markers", "intervals", "processes", "threads",
+               "thread_time", "thread_wait", "thread_category", "gpu")
+_TEXT_COLUMNS = ("category", "subcategory", "dev", "op", "direction", "protocol", "vector", "folded", "lib",
+                 "func", "kind", "comm", "state", "cmdline")
 
 
 def empty(table: str) -> pd.DataFrame:
     """An empty DataFrame with the columns of ``table``."""
-    return pd.DataFrame({c: pd.Series(dtype="object" if c in ("category", "subcategory", "dev", "op",
-                                                                "direction", "protocol", "vector",
-                                                                "folded") else "float64")
-                         for c in TABLES[table]})
+    return pd.DataFrame({c: pd.Series(dtype="object" if c in _TEXT_COLUMNS else "float64") for c in TABLES[table]})
 
 
 @dataclass

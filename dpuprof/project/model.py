@@ -17,9 +17,14 @@ Row DataFrame columns (units):
     n, workload_n                offloads over the recording (host / workload share)
     o0_ns, L_ns, Q_ns, o1_ns     per-offload costs, nanoseconds
     cap_factor                   fraction of alpha the device has capacity for (1 = no limit hit)
-    n_from, host_bytes_per_cpu_s how n is counted; bytes one host CPU-second processes (cpu_chunks)
+    n_from, host_bytes_per_cpu_s how n is counted; bytes one host CPU-second processes (cpu_chunks and
+                                 inline-crypto demand): measured from codec_calls where recorded
+    calls_per_cpu_s              measured calls per CPU-second (codec_calls), else NaN
+    rate_note                    where host_bytes_per_cpu_s came from (measured, or a profile constant)
   after evaluate():
     alpha_eff                    alpha x cap_factor
+    n, workload_n                now the offloads of the effective alpha: n_profile x cap_factor
+    n_profile                    the offloads at the profile's alpha (before capacity limits)
     after_s, workload_after_s    host CPU seconds the slice costs after offload (if enabled)
     freed_s, workload_freed_s    before - after (0 when not enabled)
     speedup                      Accelerometer S of the slice (C = before_s), as if enabled
@@ -41,7 +46,8 @@ from dpuprof.project.profiles import Profile
 
 ROW_COLUMNS = ["category", "subcategory", "mechanism", "label", "requires", "runs_on", "resource", "notes",
                "sources", "share", "share_workload", "before_s", "workload_before_s", "mode", "alpha", "A",
-               "n", "workload_n", "o0_ns", "L_ns", "Q_ns", "o1_ns", "cap_factor", "n_from", "host_bytes_per_cpu_s"]
+               "n", "workload_n", "o0_ns", "L_ns", "Q_ns", "o1_ns", "cap_factor", "n_from", "host_bytes_per_cpu_s",
+               "calls_per_cpu_s", "rate_note"]
 _EPS = 1e-12
 
 
@@ -81,8 +87,7 @@ def plan(dem: pd.DataFrame, profile: Profile, feats: Features) -> pd.DataFrame:
                 "Q_ns": float(mech.Q_ns.value), "o1_ns": float(mech.o1_ns.value), "cap_factor": 1.0,
                 "n_from": mech.n_from,
                 "_chunk": None if mech.chunk_bytes is None else float(mech.chunk_bytes.value),
-                "host_bytes_per_cpu_s": None if mech.host_bytes_per_cpu_s is None
-                else float(mech.host_bytes_per_cpu_s.value),
+                **_host_rate(mech, rec.subcategory, feats),
             })
         if left_h > _EPS or left_w > _EPS:
             rows.append({
@@ -92,13 +97,32 @@ def plan(dem: pd.DataFrame, profile: Profile, feats: Features) -> pd.DataFrame:
                 "before_s": left_h * rec.host_s, "workload_before_s": left_w * rec.workload_s,
                 "mode": "async", "alpha": 0.0, "A": 1.0, "n": 0.0, "workload_n": 0.0,
                 "o0_ns": 0.0, "L_ns": 0.0, "Q_ns": 0.0, "o1_ns": 0.0, "cap_factor": 1.0,
-                "n_from": "none", "_chunk": None, "host_bytes_per_cpu_s": None,
+                "n_from": "none", "_chunk": None, "host_bytes_per_cpu_s": None, "calls_per_cpu_s": None,
+                "rate_note": None,
             })
     if not rows:
         return pd.DataFrame(columns=ROW_COLUMNS)
     df = pd.DataFrame(rows)
     _attach_counts(df, feats)
     return df[ROW_COLUMNS].reset_index(drop=True)
+
+
+def _host_rate(mech, subcategory: str, feats: Features) -> dict:
+    """host_bytes_per_cpu_s / calls_per_cpu_s / rate_note of a slice: measured, else the profile's."""
+    const = mech.host_bytes_per_cpu_s
+    measured = feats.codec_measure(subcategory, mech.share) if const is not None else None
+    if measured is not None:
+        return {"host_bytes_per_cpu_s": measured.bytes_per_cpu_s, "calls_per_cpu_s": measured.calls_per_cpu_s,
+                "rate_note": f"{mech.name} on {subcategory}: host_bytes_per_cpu_s {measured.describe()}; "
+                             "n = one offload per measured call, or per chunk_bytes of a larger call"}
+    if const is None:
+        return {"host_bytes_per_cpu_s": None, "calls_per_cpu_s": None, "rate_note": None}
+    why = ("the uprobes see user-space calls only" if not subcategory.endswith(".user")
+           else "the recording has no codec_calls for it (schema v1, or the uprobes did not attach)")
+    return {"host_bytes_per_cpu_s": float(const.value), "calls_per_cpu_s": None,
+            "rate_note": f"{mech.name} on {subcategory}: host_bytes_per_cpu_s = {float(const.value):.3g} B per "
+                         f"CPU-second is a profile constant, not measured on this host ({why}); source: "
+                         f"{const.source}"}
 
 
 def _attach_counts(df: pd.DataFrame, feats: Features) -> None:
@@ -108,6 +132,8 @@ def _attach_counts(df: pd.DataFrame, feats: Features) -> None:
         if n_from == "cpu_chunks":
             # one offload per chunk of the bytes the offloaded CPU time processed
             per_s = grp["host_bytes_per_cpu_s"] / grp["_chunk"]
+            calls = pd.to_numeric(grp["calls_per_cpu_s"], errors="coerce")
+            per_s = np.where(calls.notna(), np.maximum(calls.fillna(0.0), per_s), per_s)
             df.loc[grp.index, "n"] = grp["alpha"] * grp["before_s"] * per_s
             df.loc[grp.index, "workload_n"] = grp["alpha"] * grp["workload_before_s"] * per_s
             continue
@@ -125,13 +151,17 @@ def evaluate(rows: pd.DataFrame) -> pd.DataFrame:
     """Apply the Accelerometer equations to each row (see module doc for the added columns)."""
     df = rows.copy()
     if df.empty:
-        for col in ("alpha_eff", "after_s", "workload_after_s", "freed_s", "workload_freed_s", "speedup"):
+        for col in ("alpha_eff", "n_profile", "after_s", "workload_after_s", "freed_s", "workload_freed_s", "speedup"):
             df[col] = pd.Series(dtype=float)
         df["pays"] = pd.Series(dtype=bool)
         df["enabled"] = pd.Series(dtype=bool)
         return df
     ns = 1e-9
     df["alpha_eff"] = df["alpha"] * df["cap_factor"]
+    # only the capacity-limited part is offloaded, so only its offloads are paid for
+    df["n_profile"] = df["n"]
+    df["n"] = df["n"] * df["cap_factor"]
+    df["workload_n"] = df["workload_n"] * df["cap_factor"]
     args = dict(A=df["A"], o0=df["o0_ns"] * ns, L=df["L_ns"] * ns, Q=df["Q_ns"] * ns, o1=df["o1_ns"] * ns,
                 mode=df["mode"].to_numpy(dtype=object))
     after = accelerometer.host_time_after(df["before_s"], df["alpha_eff"], n=df["n"], **args)

@@ -48,6 +48,12 @@ ALLREDUCE_KEYS = {
     "tcp_latency_us": "one-way small-message latency over kernel TCP, microseconds",
     "tcp_flow_gbps": "throughput of one TCP ring channel (one core), Gb/s",
 }
+#: Optional all-reduce keys: the intra-node links of hierarchical all-reduce (NVLink/SHM). Without
+#: them, intra-node hops are priced like network hops (stated in the projection).
+ALLREDUCE_OPTIONAL = {
+    "intra_node_gbps": "per-GPU intra-node link bandwidth (NVLink or shared memory), Gb/s, one direction",
+    "intra_node_latency_us": "one-way latency of one intra-node hop, microseconds",
+}
 
 _TOP_KEYS = {"schema_version", "name", "aliases", "description", "capacity", "mechanism", "allreduce",
              "references"}
@@ -137,17 +143,26 @@ class Profile:
             "allreduce": None if self.allreduce is None else {k: p.as_dict() for k, p in self.allreduce.items()},
         }
 
-    def with_overrides(self, **params) -> Profile:
-        """A copy with mechanism parameters replaced on every mechanism (for --mode and --sweep).
+    def with_overrides(self, mechanisms=None, **params) -> Profile:
+        """A copy with mechanism parameters replaced (for --mode, --set and --sweep).
 
         ``params`` maps a mechanism field (``mode``, ``alpha``, ``A``, ``o0_ns``, ...) to a value;
-        the new value's source says it was set on the command line.
+        ``mechanisms`` (names) limits the change to those mechanisms (None: every mechanism). The new
+        value's source says it was set on the command line. Unknown names raise ValueError.
         """
+        names = None if mechanisms is None else set(mechanisms)
+        if names is not None and names - {m.name for m in self.mechanisms}:
+            raise ValueError(f"unknown mechanism(s) {sorted(names - {m.name for m in self.mechanisms})}")
         mechs = []
         for m in self.mechanisms:
-            changes = {k: Param(v, "set on the command line (what-if)") for k, v in params.items()}
-            mechs.append(replace(m, **changes))
+            if names is None or m.name in names:
+                changes = {k: Param(v, "set on the command line (what-if)") for k, v in params.items()}
+                m = replace(m, **changes)
+            mechs.append(m)
         return replace(self, mechanisms=tuple(mechs))
+
+    def mechanism(self, name: str) -> Mechanism | None:
+        return next((m for m in self.mechanisms if m.name == name), None)
 
 
 # ------------------------------------------------------------------------------------------ loading
@@ -306,6 +321,7 @@ def _mechanism(file: str, i: int, table, capacity: dict) -> Mechanism:
             if key not in table:
                 _fail(file, f"{where}.{key}", "missing (needed by n_from = \"cpu_chunks\")")
         chunk = _param(file, f"{where}.chunk_bytes", table["chunk_bytes"], lo=0, lo_open=True)
+    if "host_bytes_per_cpu_s" in table:  # also sizes inline-crypto demand (capacity.crypto_gbps)
         host_rate = _param(file, f"{where}.host_bytes_per_cpu_s", table["host_bytes_per_cpu_s"], lo=0, lo_open=True)
     return Mechanism(
         name=name,
@@ -374,14 +390,14 @@ def validate(data: dict, file: str = "<profile>") -> Profile:
         table = data["allreduce"]
         if not isinstance(table, dict):
             _fail(file, "allreduce", "must be a table")
-        _check_keys(file, "allreduce", table, set(ALLREDUCE_KEYS))
+        _check_keys(file, "allreduce", table, set(ALLREDUCE_KEYS) | set(ALLREDUCE_OPTIONAL))
         for key in ALLREDUCE_KEYS:
             if key not in table:
                 _fail(file, f"allreduce.{key}", "missing")
         if "line_rate_gbps" not in capacity:
             _fail(file, "capacity.line_rate_gbps", "missing (needed by the allreduce section)")
-        allreduce = {k: _param(file, f"allreduce.{k}", table[k], lo=0, lo_open=k == "tcp_flow_gbps")
-                     for k in ALLREDUCE_KEYS}
+        allreduce = {k: _param(file, f"allreduce.{k}", table[k], lo=0, lo_open=k.endswith("_gbps"))
+                     for k in list(ALLREDUCE_KEYS) + list(ALLREDUCE_OPTIONAL) if k in table}
 
     return Profile(name=name, description=_text(file, "description", data["description"]), file=file,
                    aliases=tuple(aliases), capacity=capacity, mechanisms=mechanisms, allreduce=allreduce,

@@ -42,18 +42,27 @@ class ModelResult:
     features: Features
 
 
-def evaluate_rows(inp: ProjectionInput, profile: Profile, only: tuple[str, ...] | None = None) -> ModelResult:
-    """demand -> plan -> capacity -> Accelerometer equations.
+def evaluate_rows(inp: ProjectionInput, profile: Profile, only: tuple[str, ...] | None = None,
+                  window: tuple[float, float] | str = "steady") -> ModelResult:
+    """demand -> plan -> capacity at the post-offload rate -> Accelerometer equations.
 
     ``only``: offload only these top-level categories (a one-category what-if); the rest stays on
-    the host but still counts in the totals.
+    the host but still counts in the totals. Capacity is checked at the rate the job runs after
+    the offload: the self-consistent expected speedup of the job (capacity.at_post_offload_rate),
+    read over ``window``.
     """
     feats = Features(inp)
     dem = demand(inp)
     offered = dem if only is None else dem[dem["category"].isin(only)]
     rows = model.plan(offered, profile, feats)
-    rows, caps = capacity.apply(rows, profile, feats, inp.duration_s)
-    return ModelResult(dem, model.evaluate(rows), caps, feats)
+
+    def at(rate: float):
+        capped, caps = capacity.apply(rows, profile, feats, inp.duration_s, rate=rate)
+        ev = model.evaluate(capped)
+        return ev, caps, job_speedup(inp, dem, ev, window)["expected"]
+
+    ev, caps, _, _ = capacity.at_post_offload_rate(at)
+    return ModelResult(dem, ev, caps, feats)
 
 
 def _num(x, digits: int = 6):
@@ -86,7 +95,8 @@ def _row_dict(r) -> dict:
         "runs_on": _str(r.runs_on), "resource": _str(r.resource),
         "share": _num(r.share), "share_workload": _num(r.share_workload),
         "alpha": _num(r.alpha_eff), "alpha_profile": _num(r.alpha), "capacity_factor": _num(r.cap_factor),
-        "A": _num(r.A), "n": _num(r.n, 3), "C": _num(r.before_s * 1e9, 1),
+        "A": _num(r.A), "n": _num(r.n, 3), "n_profile": _num(r.n_profile, 3), "C": _num(r.before_s * 1e9, 1),
+        "host_bytes_per_cpu_s": _num(r.host_bytes_per_cpu_s, 1), "rate_note": _str(r.rate_note),
         "o0": _num(r.o0_ns, 3), "L": _num(r.L_ns, 3), "Q": _num(r.Q_ns, 3), "o1": _num(r.o1_ns, 3),
         "before_s": _num(r.before_s), "after_s": _num(r.after_s), "freed_s": _num(r.freed_s),
         "workload_before_s": _num(r.workload_before_s), "workload_after_s": _num(r.workload_after_s),
@@ -110,7 +120,7 @@ def project(inp: ProjectionInput, profile: Profile, *, nodes: int | None = None,
     """
     if mode is not None:
         profile = profile.with_overrides(mode=mode)
-    res = evaluate_rows(inp, profile, only)
+    res = evaluate_rows(inp, profile, only, window)
     rows = res.rows
     warnings: list[str] = []
 
@@ -137,6 +147,7 @@ def project(inp: ProjectionInput, profile: Profile, *, nodes: int | None = None,
         assumptions.append(f"{100 * share:.0f} % of the recorded network bytes are loopback (dev lo); loopback "
                            "kernel network work stands in for inter-node traffic (a real node does the same "
                            "send and receive processing for its own rank)")
+    assumptions += list(dict.fromkeys(n for n in rows.get("rate_note", pd.Series(dtype=object)) if _str(n)))
     if any(r["mechanism"] == "rdma" for r in enabled + rejected):
         assumptions.append("the workload's TCP traffic is its collective traffic, which RDMA would carry")
 
