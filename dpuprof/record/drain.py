@@ -3,6 +3,10 @@
 Counters in the maps are cumulative (lossless under concurrent updates); each drainer keeps the
 previous reading and returns deltas. The CPU sample counts are double-buffered instead (see
 probes/cpu_sample.bpf.c) because their stack maps must be emptied.
+
+bcc 0.26's ``StackTrace.clear()`` does nothing (``def clear(self): pass``), so the stack maps are
+emptied here by deleting every id (``clear_stack_map``); left full, ``bpf_get_stackid`` fails with
+-EEXIST on every bucket collision and stack loss grows with the run's length.
 """
 
 from __future__ import annotations
@@ -41,6 +45,24 @@ class _Cumulative:
         return out
 
 
+def clear_stack_map(table) -> int:
+    """Delete every stack id in a bcc STACK_TRACE ``table``; returns how many were deleted.
+
+    Complete: the ids come from the map itself (``BPF_MAP_GET_NEXT_KEY``), not from the drained
+    counts, so stacks whose sample was dropped (counts map full) are freed too. The ids are listed
+    first and deleted after, since deleting during the walk would restart it. Cost: two syscalls
+    per stored stack. Only call it on the buffer the BPF program is not writing."""
+    ids = [k.value for k in table.keys()]
+    n = 0
+    for sid in ids:
+        try:
+            del table[table.Key(sid)]
+            n += 1
+        except KeyError:
+            pass
+    return n
+
+
 class SampleDrainer:
     """Drains cpu_sample: classified CPU per process plus folded stacks.
 
@@ -63,6 +85,7 @@ class SampleDrainer:
         self.buf = 0
         self.stack_ids: dict[str, int] = {}
         self.stack_class: dict[int, str] = {}
+        self.cleared = 0  # stack ids deleted by the last drain (a check that clearing happens)
 
     def _frames(self, table, stack_id: int, resolve) -> list[str]:
         if stack_id < 0:
@@ -90,7 +113,8 @@ class SampleDrainer:
     def prime(self) -> None:
         """Discard everything counted so far, so the first interval starts now."""
         self._flip()
-        self.stacks[1 - self.buf].clear()
+        # The buffer now written was emptied by the previous drain (or never used since load).
+        self.cleared = clear_stack_map(self.stacks[1 - self.buf])
         self.run_cum.deltas({k.value: (v.value,) for k, v in self.run_ns.items()})
 
     def drain(self, workload: set[int]) -> dict:
@@ -135,7 +159,7 @@ class SampleDrainer:
             sub = self.stack_class[sid]
             cpu[(pid, sub)] += n
             stacks[(pid, sid)] += n
-        table.clear()
+        self.cleared = clear_stack_map(table)
         return {"cpu": cpu, "stacks": stacks, "new_stacks": new_stacks, "comms": comms,
                 "run_ns": {pid: ns for pid, (ns,) in run.items()}}
 
@@ -256,7 +280,10 @@ class LostDrainer:
     (``samples_map_full``, ...), failed stack walks, and ``missed_<program>``: events the kernel
     skipped because another BPF program was running on that CPU (see progstats)."""
 
-    SOURCES = (("sample_lost", ("samples_map_full", "kernel_stack_lost", "user_stack_lost", "run_map_full")),
+    SAMPLE_KINDS = ("samples_map_full", "kernel_stack_collision", "user_stack_collision", "run_map_full",
+                    "kernel_stack_map_full", "user_stack_map_full", "user_stack_unwalkable",
+                    "kernel_stack_error", "user_stack_error")  # sample_lost[i], probes/cpu_sample.bpf.c
+    SOURCES = (("sample_lost", SAMPLE_KINDS),
                ("tree_lost", ("tree_map_full",)),
                ("blk_lost", ("block_start_map_full",)),
                ("net_lost", ("net_map_full",)),
