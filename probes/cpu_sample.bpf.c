@@ -7,9 +7,14 @@
 // Maps:     counts            HASH  struct sample_key -> u64 samples; key.buf says which stack
 //                             map its stack ids refer to
 //           stacks0/stacks1   STACK_TRACE, double-buffered
+//           spill0/spill1     STACK_TRACE, small: a stack whose hash bucket in stacks0/1 already
+//                             holds another stack (-EEXIST) is stored here instead, its id marked
+//                             with SPILL_BIT, so a bucket collision loses a stack only when it
+//                             collides in both maps (~0.5 % of samples collide in the first at
+//                             99 Hz on 2 CPUs; both: ~0.5 % of those)
 //           active            ARRAY [0] = which buffer the program writes (0 or 1); user space
 //                             flips it, then drains the keys of the other buffer and deletes
-//                             every stack id of that stack map, so draining never races with new
+//                             every stack id of that buffer's stack maps, so draining never races with new
 //                             samples and each interval starts with an empty map (without the
 //                             deletes the map fills up and bpf_get_stackid fails with -EEXIST on
 //                             every hash-bucket collision: no BPF_F_REUSE_STACKID, which would
@@ -61,6 +66,9 @@ BPF_PERCPU_ARRAY(cpu_state, struct cpu_state, 1);
 BPF_HASH(run_ns, u32, u64, 65536);
 BPF_STACK_TRACE(stacks0, 16384);
 BPF_STACK_TRACE(stacks1, 16384);
+BPF_STACK_TRACE(spill0, 4096);
+BPF_STACK_TRACE(spill1, 4096);
+#define SPILL_BIT 0x40000000  // in a stack id: the stack is in spillN, not stacksN
 BPF_ARRAY(active, u32, 1);
 BPF_ARRAY(sample_lost, u64, 9);
 
@@ -126,13 +134,24 @@ int on_sample(struct bpf_perf_event_data *ctx) {
     key.tgid = bpf_get_current_pid_tgid() >> 32;
     bpf_get_current_comm(&key.comm, sizeof(key.comm));
     int umode = (ctx->regs.cs & 3) == 3;  // x86-64: CPL 3 = interrupted in user mode
+    s32 k, u;
     if (key.buf) {
-        key.kstack = check_stack(stacks1.get_stackid(&ctx->regs, 0), 0, umode);
-        key.ustack = check_stack(stacks1.get_stackid(&ctx->regs, BPF_F_USER_STACK), 1, umode);
+        k = stacks1.get_stackid(&ctx->regs, 0);
+        if (k == -EEXIST && (k = spill1.get_stackid(&ctx->regs, 0)) >= 0)
+            k |= SPILL_BIT;
+        u = stacks1.get_stackid(&ctx->regs, BPF_F_USER_STACK);
+        if (u == -EEXIST && (u = spill1.get_stackid(&ctx->regs, BPF_F_USER_STACK)) >= 0)
+            u |= SPILL_BIT;
     } else {
-        key.kstack = check_stack(stacks0.get_stackid(&ctx->regs, 0), 0, umode);
-        key.ustack = check_stack(stacks0.get_stackid(&ctx->regs, BPF_F_USER_STACK), 1, umode);
+        k = stacks0.get_stackid(&ctx->regs, 0);
+        if (k == -EEXIST && (k = spill0.get_stackid(&ctx->regs, 0)) >= 0)
+            k |= SPILL_BIT;
+        u = stacks0.get_stackid(&ctx->regs, BPF_F_USER_STACK);
+        if (u == -EEXIST && (u = spill0.get_stackid(&ctx->regs, BPF_F_USER_STACK)) >= 0)
+            u |= SPILL_BIT;
     }
+    key.kstack = check_stack(k, 0, umode);
+    key.ustack = check_stack(u, 1, umode);
     if ((key.kstack < 0 && key.kstack != -EFAULT) || (key.ustack < 0 && key.ustack != -EFAULT))
         key.ip = PT_REGS_IP(&ctx->regs);  // still classifiable by its leaf frame
     account(key.tgid);

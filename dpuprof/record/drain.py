@@ -25,6 +25,7 @@ NET_DIRS = ("tx", "rx")
 SOCK_DIRS = ("send", "recv")
 IPPROTO = {6: "tcp", 17: "udp", 132: "sctp", 262: "mptcp", 136: "udplite"}
 KERNEL_SPACE = 0xFFFF800000000000  # x86-64: addresses at or above are kernel text
+SPILL_BIT = 0x40000000  # probes/cpu_sample.bpf.c: the stack id is one of spillN's, not stacksN's
 _FLIP_SETTLE_S = 0.002  # lets a sample already past the `active` read finish on another CPU
 
 
@@ -81,15 +82,18 @@ class SampleDrainer:
         self.classifier = classifier
         self.counts = bpf["counts"]
         self.stacks = (bpf["stacks0"], bpf["stacks1"])
+        self.spills = (bpf["spill0"], bpf["spill1"])
         self.active = bpf["active"]
         self.buf = 0
         self.stack_ids: dict[str, int] = {}
         self.stack_class: dict[int, str] = {}
         self.cleared = 0  # stack ids deleted by the last drain (a check that clearing happens)
 
-    def _frames(self, table, stack_id: int, resolve) -> list[str]:
+    def _frames(self, buf: int, stack_id: int, resolve) -> list[str]:
         if stack_id < 0:
             return []
+        table = self.spills[buf] if stack_id & SPILL_BIT else self.stacks[buf]
+        stack_id &= ~SPILL_BIT
         try:
             addrs = list(table.walk(stack_id))
         except KeyError:
@@ -110,11 +114,14 @@ class SampleDrainer:
                 pass
         return entries
 
+    def _clear(self, buf: int) -> None:
+        self.cleared = clear_stack_map(self.stacks[buf]) + clear_stack_map(self.spills[buf])
+
     def prime(self) -> None:
         """Discard everything counted so far, so the first interval starts now."""
         self._flip()
         # The buffer now written was emptied by the previous drain (or never used since load).
-        self.cleared = clear_stack_map(self.stacks[1 - self.buf])
+        self._clear(1 - self.buf)
         self.run_cum.deltas({k.value: (v.value,) for k, v in self.run_ns.items()})
 
     def drain(self, workload: set[int]) -> dict:
@@ -126,7 +133,7 @@ class SampleDrainer:
         run = self.run_cum.deltas({k.value: (v.value,) for k, v in self.run_ns.items()})
         self.sym.new_generation()
         entries.sort(key=lambda kv: kv[0].tgid not in workload)
-        table = self.stacks[1 - self.buf]
+        old = 1 - self.buf
         cpu: Counter = Counter()
         stacks: Counter = Counter()
         comms: dict[int, str] = {}
@@ -134,9 +141,9 @@ class SampleDrainer:
         for k, n in entries:
             pid = k.tgid
             comms.setdefault(pid, k.comm.decode("utf-8", "replace"))
-            kframes = self._frames(table, k.kstack, self.sym.kernel)
+            kframes = self._frames(old, k.kstack, self.sym.kernel)
             full = pid in workload
-            uframes = self._frames(table, k.ustack, lambda a, pid=pid, full=full: self.sym.user(pid, a, full))
+            uframes = self._frames(old, k.ustack, lambda a, pid=pid, full=full: self.sym.user(pid, a, full))
             if k.ip and (k.kstack < 0 or k.ustack < 0):
                 # A stack walk failed (counted in `lost`): fall back to the sampled leaf frame.
                 if k.ip >= KERNEL_SPACE and not kframes:
@@ -159,7 +166,7 @@ class SampleDrainer:
             sub = self.stack_class[sid]
             cpu[(pid, sub)] += n
             stacks[(pid, sid)] += n
-        self.cleared = clear_stack_map(table)
+        self._clear(old)
         return {"cpu": cpu, "stacks": stacks, "new_stacks": new_stacks, "comms": comms,
                 "run_ns": {pid: ns for pid, (ns,) in run.items()}}
 

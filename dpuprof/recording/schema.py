@@ -88,7 +88,8 @@ CREATE TABLE IF NOT EXISTS gpu (
 -- Data lost, never silently (count = samples or events of the interval):
 --   "samples_map_full"        a CPU sample dropped: the in-kernel counts map was full
 --   "kernel_stack_collision", "user_stack_collision"   the sample kept, its kernel/user stack
---                             lost to the stack map: another stack held its hash bucket (-EEXIST)
+--                             lost to the stack maps: other stacks held its hash bucket in both
+--                             the stack map and its spill map (-EEXIST)
 --   "kernel_stack_map_full", "user_stack_map_full"     same, the stack map had no free entry (-ENOMEM)
 --   "kernel_stack_error", "user_stack_error"           same, any other error of bpf_get_stackid
 --   "user_stack_unwalkable"   not a map loss: a sample taken in user mode whose user stack could
