@@ -35,10 +35,11 @@ class BtfError(Exception):
 @dataclass(frozen=True)
 class Type:
     kind: int
-    name: str
+    name_off: int
     size_or_type: int  # size in bytes for INT/STRUCT/UNION/ENUM/FLOAT, else a referenced type id
     kind_flag: bool
-    members: tuple  # STRUCT/UNION: (name, type id, bit offset); ARRAY: (elem type, nelems)
+    vlen: int
+    extra: int  # where the kind-specific data starts in the type section
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ class Btf:
         type_off, type_len, str_off, str_len = struct.unpack_from("<IIII", data, 8)
         self._strings = data[hdr_len + str_off: hdr_len + str_off + str_len]
         self.types: list[Type | None] = [None]  # type id 0 is void
-        self._by_name: dict[tuple[int, str], int] = {}
+        self._by_name: dict[tuple[int, int], int] = {}  # (kind, name offset) -> first type id
         self._parse(data[hdr_len + type_off: hdr_len + type_off + type_len])
 
     @classmethod
@@ -76,31 +77,45 @@ class Btf:
         return self._strings[off:end].decode("utf-8", "replace")
 
     def _parse(self, sec: bytes) -> None:
-        pos = 0
+        # Only the fixed part of each type is decoded here (126k types in a 6.18 vmlinux); members
+        # and names are read when a lookup needs them.
+        self._sec = sec
+        pos, unpack = 0, struct.unpack_from
         while pos + 12 <= len(sec):
-            name_off, info, size_or_type = struct.unpack_from("<III", sec, pos)
-            pos += 12
+            name_off, info, size_or_type = unpack("<III", sec, pos)
             kind, vlen, kflag = (info >> 24) & 0x1F, info & 0xFFFF, bool(info >> 31)
-            members: tuple = ()
-            if kind in (STRUCT, UNION):
-                members = tuple((self._str(n), t, o) for n, t, o in
-                                struct.iter_unpack("<III", sec[pos: pos + 12 * vlen]))
-            elif kind == ARRAY:
-                elem, _index, nelems = struct.unpack_from("<III", sec, pos)
-                members = (elem, nelems)
+            self.types.append(Type(kind, name_off, size_or_type, kflag, vlen, pos + 12))
+            if kind in (STRUCT, UNION) and name_off:
+                self._by_name.setdefault((kind, name_off), len(self.types) - 1)
+            pos += 12
             if kind in _EXTRA_FIXED:
                 pos += _EXTRA_FIXED[kind]
             elif kind in _EXTRA_PER_ITEM:
                 pos += _EXTRA_PER_ITEM[kind] * vlen
             elif kind not in (PTR, FWD, TYPEDEF, VOLATILE, CONST, RESTRICT, FUNC, FLOAT, TYPE_TAG):
-                raise BtfError(f"unknown BTF kind {kind} at type {len(self.types)}")
-            name = self._str(name_off) if name_off else ""
-            self._by_name.setdefault((kind, name), len(self.types))
-            self.types.append(Type(kind, name, size_or_type, kflag, members))
+                raise BtfError(f"unknown BTF kind {kind} at type {len(self.types) - 1}")
+
+    def name(self, tid: int) -> str:
+        """The name of type ``tid`` ("" when anonymous)."""
+        off = self.types[tid].name_off
+        return self._str(off) if off else ""
+
+    def members(self, tid: int) -> list[tuple[str, int, int]]:
+        """STRUCT/UNION ``tid``: [(name, type id, bit offset)] in declaration order."""
+        t = self.types[tid]
+        raw = struct.iter_unpack("<III", self._sec[t.extra: t.extra + 12 * t.vlen])
+        return [(self._str(n) if n else "", mt, (o & 0xFFFFFF) if t.kind_flag else o) for n, mt, o in raw]
 
     def find(self, name: str, kind: int = STRUCT) -> int:
-        """Type id of the first type called ``name`` of ``kind``; raises BtfError if none."""
-        tid = self._by_name.get((kind, name))
+        """Type id of the first struct (or union, ``kind=UNION``) called ``name``; raises BtfError
+        if none."""
+        off = self._strings.find(b"\0" + name.encode() + b"\0")
+        tid = None
+        while off >= 0 and tid is None:  # the same text may be stored more than once
+            tid = self._by_name.get((kind, off + 1))
+            off = self._strings.find(b"\0" + name.encode() + b"\0", off + 1)
+        if tid is None:  # a name stored without a NUL before it (a shared suffix): scan
+            tid = next((i for (k, _), i in self._by_name.items() if k == kind and self.name(i) == name), None)
         if tid is None:
             raise BtfError(f"no {'struct' if kind == STRUCT else kind} {name!r} in BTF")
         return tid
@@ -120,17 +135,17 @@ class Btf:
         if t.kind == PTR:
             return 8
         if t.kind == ARRAY:
-            return self.sizeof(t.members[0]) * t.members[1]
+            elem, _index, nelems = struct.unpack_from("<III", self._sec, t.extra)
+            return self.sizeof(elem) * nelems
         raise BtfError(f"type {tid} (kind {t.kind}) has no size")
 
     def _search(self, tid: int, name: str) -> tuple[int, int] | None:
         """(bit offset, type id) of member ``name`` of struct/union ``tid``, looking into anonymous
         struct/union members (``union { struct net_device *dev; ... }``) the way C does."""
-        t = self.types[self.resolve(tid)]
-        if t.kind not in (STRUCT, UNION):
+        tid = self.resolve(tid)
+        if self.types[tid].kind not in (STRUCT, UNION):
             return None
-        for mname, mtype, off in t.members:
-            bit_off = off & 0xFFFFFF if t.kind_flag else off  # kind_flag: bitfield size in top 8
+        for mname, mtype, bit_off in self.members(tid):
             if mname == name:
                 return bit_off, mtype
             if not mname:
