@@ -10,6 +10,7 @@ window of a ~40-s DDP training run, and the drained stack map is really empty af
 from __future__ import annotations
 
 import importlib.util
+import time
 
 import pytest
 
@@ -48,3 +49,50 @@ def test_stack_map_loss_stays_under_one_percent_per_window(tmp_path):
     # The kinds are told apart: unwalkable user stacks and other errors are counted on their own,
     # and both stay rare in this frame-pointer-poor (but fully mapped) workload.
     assert old or (full["user_unwalkable_pct"] <= 5).all() and (full["stack_error_pct"] <= 1).all(), df
+
+
+def test_drain_empties_the_drained_stack_maps():
+    """The measurement behind the fix: after each drain the drained buffer's stack maps hold no
+    stack (bcc's StackTrace.clear() alone leaves them full), and the other buffer is untouched."""
+    import threading
+
+    from dpuprof.record import probes
+    from dpuprof.record.bcc_loader import import_bcc
+    from dpuprof.record.classify import Classifier
+    from dpuprof.record.drain import SampleDrainer
+    from dpuprof.record.symbols import Symbolizer
+
+    bcc = import_bcc()
+    bpf, used, _ = probes.load(bcc.BPF, ["cpu_sample"])
+    assert used == ["cpu_sample"]
+    try:
+        bpf.attach_perf_event(ev_type=bcc.PerfType.SOFTWARE, ev_config=bcc.PerfSWConfig.CPU_CLOCK,
+                              fn_name="on_sample", sample_freq=999, cpu=-1)
+        drainer = SampleDrainer(bpf, Symbolizer(bcc.BPF), Classifier())
+        stop = threading.Event()
+
+        def spin():  # varied user stacks: recursion of varying depth
+            def deep(n):
+                return deep(n - 1) if n else sum(range(2000))
+            i = 0
+            while not stop.is_set():
+                deep(i % 40)
+                i += 1
+
+        worker = threading.Thread(target=spin)
+        worker.start()
+        try:
+            drainer.prime()
+            for _ in range(3):
+                time.sleep(0.5)
+                written = drainer.buf  # the buffer the program writes until the flip
+                before = len(list(bpf[f"stacks{written}"].keys()))
+                out = drainer.drain(set())
+                assert before > 0 and drainer.cleared >= before, (before, drainer.cleared)
+                assert not list(bpf[f"stacks{written}"].keys()) and not list(bpf[f"spill{written}"].keys())
+                assert sum(out["stacks"].values()) > 0
+        finally:
+            stop.set()
+            worker.join()
+    finally:
+        bpf.cleanup()

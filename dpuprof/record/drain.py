@@ -138,35 +138,37 @@ class SampleDrainer:
         stacks: Counter = Counter()
         comms: dict[int, str] = {}
         new_stacks = []
-        for k, n in entries:
-            pid = k.tgid
-            comms.setdefault(pid, k.comm.decode("utf-8", "replace"))
-            kframes = self._frames(old, k.kstack, self.sym.kernel)
-            full = pid in workload
-            uframes = self._frames(old, k.ustack, lambda a, pid=pid, full=full: self.sym.user(pid, a, full))
-            if k.ip and (k.kstack < 0 or k.ustack < 0):
-                # A stack walk failed (counted in `lost`): fall back to the sampled leaf frame.
-                if k.ip >= KERNEL_SPACE and not kframes:
-                    kframes = [self.sym.kernel(k.ip)]
-                elif k.ip < KERNEL_SPACE and not uframes:
-                    uframes = [self.sym.user(pid, k.ip, full)]
-            if not kframes and not uframes:
-                # A stack walk failed (counted in `lost`); pid 0 is still the idle task.
-                kframes = ["[idle]"] if pid == 0 else []
-                uframes = [] if pid == 0 else ["[no stack]"]
-            folded = fold(kframes, uframes)
-            sid = self.stack_ids.get(folded)
-            if sid is None:
-                sid = self.stack_ids[folded] = len(self.stack_ids) + 1
-                sub = IDLE if pid == 0 and kframes == ["[idle]"] else self.classifier.classify(kframes, uframes)
-                if pid != 0 and sub == IDLE:
-                    sub = "kernel_other.other"  # a task's own context is never idle
-                self.stack_class[sid] = sub
-                new_stacks.append((sid, folded, top_level(sub), sub))
-            sub = self.stack_class[sid]
-            cpu[(pid, sub)] += n
-            stacks[(pid, sid)] += n
-        self._clear(old)
+        try:
+            for k, n in entries:
+                pid = k.tgid
+                comms.setdefault(pid, k.comm.decode("utf-8", "replace"))
+                kframes = self._frames(old, k.kstack, self.sym.kernel)
+                full = pid in workload
+                uframes = self._frames(old, k.ustack, lambda a, pid=pid, full=full: self.sym.user(pid, a, full))
+                if k.ip and (k.kstack < 0 or k.ustack < 0):
+                    # A stack walk failed (counted in `lost`): fall back to the sampled leaf frame.
+                    if k.ip >= KERNEL_SPACE and not kframes:
+                        kframes = [self.sym.kernel(k.ip)]
+                    elif k.ip < KERNEL_SPACE and not uframes:
+                        uframes = [self.sym.user(pid, k.ip, full)]
+                if not kframes and not uframes:
+                    # A stack walk failed (counted in `lost`); pid 0 is still the idle task.
+                    kframes = ["[idle]"] if pid == 0 else []
+                    uframes = [] if pid == 0 else ["[no stack]"]
+                folded = fold(kframes, uframes)
+                sid = self.stack_ids.get(folded)
+                if sid is None:
+                    sid = self.stack_ids[folded] = len(self.stack_ids) + 1
+                    sub = IDLE if pid == 0 and kframes == ["[idle]"] else self.classifier.classify(kframes, uframes)
+                    if pid != 0 and sub == IDLE:
+                        sub = "kernel_other.other"  # a task's own context is never idle
+                    self.stack_class[sid] = sub
+                    new_stacks.append((sid, folded, top_level(sub), sub))
+                sub = self.stack_class[sid]
+                cpu[(pid, sub)] += n
+                stacks[(pid, sid)] += n
+        finally:
+            self._clear(old)  # even when symbolising failed: a full map loses stacks
         return {"cpu": cpu, "stacks": stacks, "new_stacks": new_stacks, "comms": comms,
                 "run_ns": {pid: ns for pid, (ns,) in run.items()}}
 
