@@ -26,6 +26,7 @@ _MODIFIERS = (TYPEDEF, VOLATILE, CONST, RESTRICT, TYPE_TAG)
 # Bytes of kind-specific data after the 12-byte btf_type: fixed, and per vlen item.
 _EXTRA_FIXED = {INT: 4, ARRAY: 12, VAR: 4, DECL_TAG: 4}
 _EXTRA_PER_ITEM = {STRUCT: 12, UNION: 12, ENUM: 8, FUNC_PROTO: 8, DATASEC: 12, ENUM64: 12}
+_NO_EXTRA = frozenset((PTR, FWD, TYPEDEF, VOLATILE, CONST, RESTRICT, FUNC, FLOAT, TYPE_TAG))
 
 
 class BtfError(Exception):
@@ -60,7 +61,7 @@ class Btf:
             raise BtfError(f"not BTF (magic {magic:#x})")
         type_off, type_len, str_off, str_len = struct.unpack_from("<IIII", data, 8)
         self._strings = data[hdr_len + str_off: hdr_len + str_off + str_len]
-        self.types: list[Type | None] = [None]  # type id 0 is void
+        self._starts: list[int] = [-1]  # where type id i starts in the type section; 0 is void
         self._by_name: dict[tuple[int, int], int] = {}  # (kind, name offset) -> first type id
         self._parse(data[hdr_len + type_off: hdr_len + type_off + type_len])
 
@@ -77,32 +78,42 @@ class Btf:
         return self._strings[off:end].decode("utf-8", "replace")
 
     def _parse(self, sec: bytes) -> None:
-        # Only the fixed part of each type is decoded here (126k types in a 6.18 vmlinux); members
-        # and names are read when a lookup needs them.
+        # Only where each type starts is found here (126k types in a 6.18 vmlinux, so this loop is
+        # kept tight: it runs before the probes compile); types, members and names are decoded when
+        # a lookup needs them.
         self._sec = sec
-        pos, unpack = 0, struct.unpack_from
-        while pos + 12 <= len(sec):
-            name_off, info, size_or_type = unpack("<III", sec, pos)
-            kind, vlen, kflag = (info >> 24) & 0x1F, info & 0xFFFF, bool(info >> 31)
-            self.types.append(Type(kind, name_off, size_or_type, kflag, vlen, pos + 12))
-            if kind in (STRUCT, UNION) and name_off:
-                self._by_name.setdefault((kind, name_off), len(self.types) - 1)
-            pos += 12
-            if kind in _EXTRA_FIXED:
-                pos += _EXTRA_FIXED[kind]
-            elif kind in _EXTRA_PER_ITEM:
-                pos += _EXTRA_PER_ITEM[kind] * vlen
-            elif kind not in (PTR, FWD, TYPEDEF, VOLATILE, CONST, RESTRICT, FUNC, FLOAT, TYPE_TAG):
-                raise BtfError(f"unknown BTF kind {kind} at type {len(self.types) - 1}")
+        starts, by_name = self._starts, self._by_name
+        fixed, per_item, plain = _EXTRA_FIXED, _EXTRA_PER_ITEM, _NO_EXTRA
+        unpack, pos, end = struct.Struct("<II").unpack_from, 0, len(sec) - 12
+        while pos <= end:
+            name_off, info = unpack(sec, pos)
+            kind = (info >> 24) & 0x1F
+            starts.append(pos)
+            if (kind == STRUCT or kind == UNION) and name_off:
+                by_name.setdefault((kind, name_off), len(starts) - 1)
+            if kind in per_item:
+                pos += 12 + per_item[kind] * (info & 0xFFFF)
+            elif kind in fixed:
+                pos += 12 + fixed[kind]
+            elif kind in plain:
+                pos += 12
+            else:
+                raise BtfError(f"unknown BTF kind {kind} at type {len(starts) - 1}")
+
+    def type(self, tid: int) -> Type:
+        """Type ``tid`` (>= 1) decoded."""
+        pos = self._starts[tid]
+        name_off, info, size_or_type = struct.unpack_from("<III", self._sec, pos)
+        return Type((info >> 24) & 0x1F, name_off, size_or_type, bool(info >> 31), info & 0xFFFF, pos + 12)
 
     def name(self, tid: int) -> str:
         """The name of type ``tid`` ("" when anonymous)."""
-        off = self.types[tid].name_off
+        off = self.type(tid).name_off
         return self._str(off) if off else ""
 
     def members(self, tid: int) -> list[tuple[str, int, int]]:
         """STRUCT/UNION ``tid``: [(name, type id, bit offset)] in declaration order."""
-        t = self.types[tid]
+        t = self.type(tid)
         raw = struct.iter_unpack("<III", self._sec[t.extra: t.extra + 12 * t.vlen])
         return [(self._str(n) if n else "", mt, (o & 0xFFFFFF) if t.kind_flag else o) for n, mt, o in raw]
 
@@ -122,14 +133,14 @@ class Btf:
 
     def resolve(self, tid: int) -> int:
         """``tid`` with typedefs and qualifiers stripped."""
-        while tid and self.types[tid].kind in _MODIFIERS:
-            tid = self.types[tid].size_or_type
+        while tid and self.type(tid).kind in _MODIFIERS:
+            tid = self.type(tid).size_or_type
         return tid
 
     def sizeof(self, tid: int) -> int:
         """Size in bytes of type ``tid``."""
         tid = self.resolve(tid)
-        t = self.types[tid]
+        t = self.type(tid)
         if t.kind in (INT, STRUCT, UNION, ENUM, ENUM64, FLOAT):
             return t.size_or_type
         if t.kind == PTR:
@@ -143,7 +154,7 @@ class Btf:
         """(bit offset, type id) of member ``name`` of struct/union ``tid``, looking into anonymous
         struct/union members (``union { struct net_device *dev; ... }``) the way C does."""
         tid = self.resolve(tid)
-        if self.types[tid].kind not in (STRUCT, UNION):
+        if self.type(tid).kind not in (STRUCT, UNION):
             return None
         for mname, mtype, bit_off in self.members(tid):
             if mname == name:
