@@ -43,7 +43,8 @@ def test_falls_back_without_btf_raw_tracepoints_or_when_told(fake_btf, monkeypat
         raise btf.BtfError("cannot read /sys/kernel/btf/vmlinux: No such file or directory")
 
     monkeypatch.setattr(probes, "_kernel_btf", no_btf)
-    assert probes.raw_defines(NET, _Bcc) == (None, "BTF: cannot read /sys/kernel/btf/vmlinux: No such file or directory")
+    assert probes.raw_defines(NET, _Bcc) == (
+        None, "BTF: cannot read /sys/kernel/btf/vmlinux: No such file or directory")
     assert probes.raw_defines(SOFTIRQ, _Bcc)[0] is not None  # softirq does not need BTF
     monkeypatch.setattr(_Bcc, "raw", False)
     assert probes.raw_defines(SOFTIRQ, _Bcc) == (None, "this kernel has no raw tracepoints")
