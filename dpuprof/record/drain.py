@@ -3,6 +3,10 @@
 Counters in the maps are cumulative (lossless under concurrent updates); each drainer keeps the
 previous reading and returns deltas. The CPU sample counts are double-buffered instead (see
 probes/cpu_sample.bpf.c) because their stack maps must be emptied.
+
+bcc 0.26's ``StackTrace.clear()`` does nothing (``def clear(self): pass``), so the stack maps are
+emptied here by deleting every id (``clear_stack_map``); left full, ``bpf_get_stackid`` fails with
+-EEXIST on every bucket collision and stack loss grows with the run's length.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ NET_DIRS = ("tx", "rx")
 SOCK_DIRS = ("send", "recv")
 IPPROTO = {6: "tcp", 17: "udp", 132: "sctp", 262: "mptcp", 136: "udplite"}
 KERNEL_SPACE = 0xFFFF800000000000  # x86-64: addresses at or above are kernel text
+SPILL_BIT = 0x40000000  # probes/cpu_sample.bpf.c: the stack id is one of spillN's, not stacksN's
 _FLIP_SETTLE_S = 0.002  # lets a sample already past the `active` read finish on another CPU
 
 
@@ -41,6 +46,24 @@ class _Cumulative:
         return out
 
 
+def clear_stack_map(table) -> int:
+    """Delete every stack id in a bcc STACK_TRACE ``table``; returns how many were deleted.
+
+    Complete: the ids come from the map itself (``BPF_MAP_GET_NEXT_KEY``), not from the drained
+    counts, so stacks whose sample was dropped (counts map full) are freed too. The ids are listed
+    first and deleted after, since deleting during the walk would restart it. Cost: two syscalls
+    per stored stack. Only call it on the buffer the BPF program is not writing."""
+    ids = [k.value for k in table.keys()]
+    n = 0
+    for sid in ids:
+        try:
+            del table[table.Key(sid)]
+            n += 1
+        except KeyError:
+            pass
+    return n
+
+
 class SampleDrainer:
     """Drains cpu_sample: classified CPU per process plus folded stacks.
 
@@ -59,14 +82,18 @@ class SampleDrainer:
         self.classifier = classifier
         self.counts = bpf["counts"]
         self.stacks = (bpf["stacks0"], bpf["stacks1"])
+        self.spills = (bpf["spill0"], bpf["spill1"])
         self.active = bpf["active"]
         self.buf = 0
         self.stack_ids: dict[str, int] = {}
         self.stack_class: dict[int, str] = {}
+        self.cleared = 0  # stack ids deleted by the last drain (a check that clearing happens)
 
-    def _frames(self, table, stack_id: int, resolve) -> list[str]:
+    def _frames(self, buf: int, stack_id: int, resolve) -> list[str]:
         if stack_id < 0:
             return []
+        table = self.spills[buf] if stack_id & SPILL_BIT else self.stacks[buf]
+        stack_id &= ~SPILL_BIT
         try:
             addrs = list(table.walk(stack_id))
         except KeyError:
@@ -87,10 +114,14 @@ class SampleDrainer:
                 pass
         return entries
 
+    def _clear(self, buf: int) -> None:
+        self.cleared = clear_stack_map(self.stacks[buf]) + clear_stack_map(self.spills[buf])
+
     def prime(self) -> None:
         """Discard everything counted so far, so the first interval starts now."""
         self._flip()
-        self.stacks[1 - self.buf].clear()
+        # The buffer now written was emptied by the previous drain (or never used since load).
+        self._clear(1 - self.buf)
         self.run_cum.deltas({k.value: (v.value,) for k, v in self.run_ns.items()})
 
     def drain(self, workload: set[int]) -> dict:
@@ -102,40 +133,42 @@ class SampleDrainer:
         run = self.run_cum.deltas({k.value: (v.value,) for k, v in self.run_ns.items()})
         self.sym.new_generation()
         entries.sort(key=lambda kv: kv[0].tgid not in workload)
-        table = self.stacks[1 - self.buf]
+        old = 1 - self.buf
         cpu: Counter = Counter()
         stacks: Counter = Counter()
         comms: dict[int, str] = {}
         new_stacks = []
-        for k, n in entries:
-            pid = k.tgid
-            comms.setdefault(pid, k.comm.decode("utf-8", "replace"))
-            kframes = self._frames(table, k.kstack, self.sym.kernel)
-            full = pid in workload
-            uframes = self._frames(table, k.ustack, lambda a, pid=pid, full=full: self.sym.user(pid, a, full))
-            if k.ip and (k.kstack < 0 or k.ustack < 0):
-                # A stack walk failed (counted in `lost`): fall back to the sampled leaf frame.
-                if k.ip >= KERNEL_SPACE and not kframes:
-                    kframes = [self.sym.kernel(k.ip)]
-                elif k.ip < KERNEL_SPACE and not uframes:
-                    uframes = [self.sym.user(pid, k.ip, full)]
-            if not kframes and not uframes:
-                # A stack walk failed (counted in `lost`); pid 0 is still the idle task.
-                kframes = ["[idle]"] if pid == 0 else []
-                uframes = [] if pid == 0 else ["[no stack]"]
-            folded = fold(kframes, uframes)
-            sid = self.stack_ids.get(folded)
-            if sid is None:
-                sid = self.stack_ids[folded] = len(self.stack_ids) + 1
-                sub = IDLE if pid == 0 and kframes == ["[idle]"] else self.classifier.classify(kframes, uframes)
-                if pid != 0 and sub == IDLE:
-                    sub = "kernel_other.other"  # a task's own context is never idle
-                self.stack_class[sid] = sub
-                new_stacks.append((sid, folded, top_level(sub), sub))
-            sub = self.stack_class[sid]
-            cpu[(pid, sub)] += n
-            stacks[(pid, sid)] += n
-        table.clear()
+        try:
+            for k, n in entries:
+                pid = k.tgid
+                comms.setdefault(pid, k.comm.decode("utf-8", "replace"))
+                kframes = self._frames(old, k.kstack, self.sym.kernel)
+                full = pid in workload
+                uframes = self._frames(old, k.ustack, lambda a, pid=pid, full=full: self.sym.user(pid, a, full))
+                if k.ip and (k.kstack < 0 or k.ustack < 0):
+                    # A stack walk failed (counted in `lost`): fall back to the sampled leaf frame.
+                    if k.ip >= KERNEL_SPACE and not kframes:
+                        kframes = [self.sym.kernel(k.ip)]
+                    elif k.ip < KERNEL_SPACE and not uframes:
+                        uframes = [self.sym.user(pid, k.ip, full)]
+                if not kframes and not uframes:
+                    # A stack walk failed (counted in `lost`); pid 0 is still the idle task.
+                    kframes = ["[idle]"] if pid == 0 else []
+                    uframes = [] if pid == 0 else ["[no stack]"]
+                folded = fold(kframes, uframes)
+                sid = self.stack_ids.get(folded)
+                if sid is None:
+                    sid = self.stack_ids[folded] = len(self.stack_ids) + 1
+                    sub = IDLE if pid == 0 and kframes == ["[idle]"] else self.classifier.classify(kframes, uframes)
+                    if pid != 0 and sub == IDLE:
+                        sub = "kernel_other.other"  # a task's own context is never idle
+                    self.stack_class[sid] = sub
+                    new_stacks.append((sid, folded, top_level(sub), sub))
+                sub = self.stack_class[sid]
+                cpu[(pid, sub)] += n
+                stacks[(pid, sid)] += n
+        finally:
+            self._clear(old)  # even when symbolising failed: a full map loses stacks
         return {"cpu": cpu, "stacks": stacks, "new_stacks": new_stacks, "comms": comms,
                 "run_ns": {pid: ns for pid, (ns,) in run.items()}}
 
@@ -256,7 +289,10 @@ class LostDrainer:
     (``samples_map_full``, ...), failed stack walks, and ``missed_<program>``: events the kernel
     skipped because another BPF program was running on that CPU (see progstats)."""
 
-    SOURCES = (("sample_lost", ("samples_map_full", "kernel_stack_lost", "user_stack_lost", "run_map_full")),
+    SAMPLE_KINDS = ("samples_map_full", "kernel_stack_collision", "user_stack_collision", "run_map_full",
+                    "kernel_stack_map_full", "user_stack_map_full", "user_stack_unwalkable",
+                    "kernel_stack_error", "user_stack_error")  # sample_lost[i], probes/cpu_sample.bpf.c
+    SOURCES = (("sample_lost", SAMPLE_KINDS),
                ("tree_lost", ("tree_map_full",)),
                ("blk_lost", ("block_start_map_full",)),
                ("net_lost", ("net_map_full",)),

@@ -5,7 +5,15 @@ tracepoints are missing on this kernel are skipped and reported as unavailable w
 the rest compile together in one bcc invocation (about 1 s), falling back to one at a time when the
 combined program fails, so one bad probe never costs the others.
 
-Test knob: ``DPUPROF_MAP_ENTRIES=counts=8,stacks0=4`` overrides the ``max_entries`` of the named
+Hooks: softirq and net_dev attach to raw tracepoints where the kernel has them (and, for net_dev,
+where BTF gives the running kernel's struct offsets): classic tracepoint programs are skipped while
+any other BPF program runs on that CPU (the kernel's bpf_prog_active recursion guard; each skip is
+a ``missed_<program>`` in the recording's ``lost`` table), raw tracepoint programs only when they
+would recurse into themselves. Without raw tracepoints or BTF they use the classic tracepoints; the
+recording's metadata ``probe_hooks`` says which ran (``hooks``).
+
+Test knobs: ``DPUPROF_NO_RAW_TP=1`` forces the classic tracepoints (to compare the two).
+``DPUPROF_MAP_ENTRIES=counts=8,stacks0=4`` overrides the ``max_entries`` of the named
 hash and stack-trace maps, so tests can make maps overflow and check that the loss is counted.
 """
 
@@ -15,10 +23,19 @@ import os
 import re
 import subprocess
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
 TRACEFS_CANDIDATES = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+
+
+@dataclass(frozen=True)
+class RawVariant:
+    """How a probe's raw-tracepoint version is compiled: ``define`` selects it in the C file, and
+    each (constant, struct, member) of ``btf`` becomes ``#define constant <byte offset>``."""
+    define: str
+    btf: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -27,14 +44,19 @@ class Probe:
     file: str
     tracepoints: tuple[str, ...] = ()
     perf_event: bool = False
+    raw: RawVariant | None = None
 
 
 PROBES = (
     Probe("proc_tree", "proc_tree.bpf.c", ("sched:sched_process_fork",)),
     Probe("cpu_sample", "cpu_sample.bpf.c", ("sched:sched_switch",), perf_event=True),
-    Probe("softirq", "softirq.bpf.c", ("irq:softirq_entry", "irq:softirq_exit")),
+    Probe("softirq", "softirq.bpf.c", ("irq:softirq_entry", "irq:softirq_exit"),
+          raw=RawVariant("SOFTIRQ_RAW_TP")),
     Probe("block_io", "block_io.bpf.c", ("block:block_rq_issue", "block:block_rq_complete")),
-    Probe("net_dev", "net_dev.bpf.c", ("net:net_dev_xmit", "net:netif_receive_skb", "tcp:tcp_retransmit_skb")),
+    Probe("net_dev", "net_dev.bpf.c", ("net:net_dev_xmit", "net:netif_receive_skb", "tcp:tcp_retransmit_skb"),
+          raw=RawVariant("NET_DEV_RAW_TP", (("NET_SKB_LEN_OFF", "sk_buff", "len"),
+                                            ("NET_SKB_DEV_OFF", "sk_buff", "dev"),
+                                            ("NET_DEV_NAME_OFF", "net_device", "name")))),
     Probe("sock_io", "sock_io.bpf.c", ("sock:sock_send_length", "sock:sock_recv_length")),
 )
 PROBE_NAMES = tuple(p.name for p in PROBES)
@@ -90,11 +112,57 @@ def map_entries_override() -> dict[str, int]:
     return out
 
 
-def _source(probe: Probe) -> str:
+NO_RAW_TP_ENV = "DPUPROF_NO_RAW_TP"
+
+
+@lru_cache(maxsize=1)
+def _kernel_btf():
+    from dpuprof.record.btf import Btf
+    return Btf.load()
+
+
+def raw_defines(probe: Probe, bpf_cls) -> tuple[str | None, str]:
+    """(``#define`` lines selecting ``probe``'s raw-tracepoint version, "") when it can be used
+    here; (None, why not) otherwise, and always for a probe without one."""
+    from dpuprof.record.btf import BtfError
+
+    if probe.raw is None:
+        return None, "no raw-tracepoint version"
+    if os.environ.get(NO_RAW_TP_ENV, "") not in ("", "0"):
+        return None, f"{NO_RAW_TP_ENV} is set"
+    support = getattr(bpf_cls, "support_raw_tracepoint", None)
+    if support is not None and not support():
+        return None, "this kernel has no raw tracepoints"
+    lines = [f"#define {probe.raw.define} 1"]
+    try:
+        for const, struct_name, member in probe.raw.btf:
+            lines.append(f"#define {const} {_kernel_btf().member(struct_name, member).offset}")
+    except BtfError as err:
+        return None, f"BTF: {err}"
+    return "\n".join(lines) + "\n", ""
+
+
+def _source(probe: Probe, defines: str | None = None) -> str:
     text = (probe_dir() / probe.file).read_text()
     for name, size in map_entries_override().items():
         text = re.sub(_SIZED_MAP.format(name=re.escape(name)), lambda m: f"{m[1]}{size}{m[3]}", text)
-    return text
+    return (defines or "") + text
+
+
+def hooks(bpf) -> dict[str, str]:
+    """{probe name: "raw_tracepoint" or "tracepoint"} for the loaded probes that have both
+    versions, read from the programs bcc attached."""
+    funcs = {f.decode() if isinstance(f, bytes) else f for f in getattr(bpf, "funcs", {})}
+    out = {}
+    for probe in PROBES:
+        if probe.raw is None:
+            continue
+        events = [tp.split(":", 1)[1] for tp in probe.tracepoints]
+        if any(f"raw_tracepoint__{e}" in funcs for e in events):
+            out[probe.name] = "raw_tracepoint"
+        elif any(f.startswith("tracepoint__") and f.split("__")[-1] in events for f in funcs):
+            out[probe.name] = "tracepoint"
+    return out
 
 
 CFLAGS = ["-w"]  # bcc's headers vs. a newer kernel produce harmless macro warnings
@@ -118,21 +186,28 @@ def load(bpf_cls, wanted: list[str]) -> tuple[object | None, list[str], dict[str
             candidates.append(probe)
     if not candidates:
         return None, [], unavailable
+    variants = {p.name: raw_defines(p, bpf_cls)[0] for p in candidates}
     try:
-        bpf = bpf_cls(text="\n".join(_source(p) for p in candidates), cflags=CFLAGS)
+        bpf = bpf_cls(text="\n".join(_source(p, variants[p.name]) for p in candidates), cflags=CFLAGS)
         return bpf, [p.name for p in candidates], unavailable
     except Exception:  # bcc raises a bare Exception on compile/load failure
         pass
-    # Find the culprit(s) one by one, then load the survivors together.
+    # Find the culprit(s) one by one (a raw-tracepoint version that fails falls back to the
+    # classic one), then load the survivors together.
     good = []
     for probe in candidates:
-        try:
-            trial = bpf_cls(text=_source(probe), cflags=CFLAGS)
-            trial.cleanup()
-            good.append(probe)
-        except Exception as err:
-            unavailable[probe.name] = f"failed to compile or load: {str(err).splitlines()[0][:200]}"
+        for defines in dict.fromkeys((variants[probe.name], None)):
+            try:
+                trial = bpf_cls(text=_source(probe, defines), cflags=CFLAGS)
+                trial.cleanup()
+                variants[probe.name] = defines
+                good.append(probe)
+                break
+            except Exception as err:
+                unavailable[probe.name] = f"failed to compile or load: {str(err).splitlines()[0][:200]}"
+        if probe in good:
+            unavailable.pop(probe.name, None)
     if not good:
         return None, [], unavailable
-    bpf = bpf_cls(text="\n".join(_source(p) for p in good), cflags=CFLAGS)
+    bpf = bpf_cls(text="\n".join(_source(p, variants[p.name]) for p in good), cflags=CFLAGS)
     return bpf, [p.name for p in good], unavailable

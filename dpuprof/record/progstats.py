@@ -1,8 +1,11 @@
 """Events the kernel dropped before our BPF programs ran.
 
-A tracepoint or perf_event program is skipped when another BPF program is already running on the
-same CPU (the kernel's recursion protection; our sampler fires in hard-IRQ context and can
-interrupt a tracepoint program). The kernel counts these per program as ``recursion_misses``
+A classic tracepoint or perf_event program is skipped when another BPF program is already running
+on the same CPU (the kernel's per-CPU bpf_prog_active guard; our sampler fires in hard-IRQ context
+and can interrupt a tracepoint program, and a softirq that runs on the exit of such an interrupt
+finds the guard taken). A raw tracepoint program is skipped only when that same program is already
+running on the CPU, which is why softirq and net_dev use raw tracepoints where they can
+(dpuprof/record/probes.py). The kernel counts the skips per program as ``recursion_misses``
 (Linux >= 5.12) in ``struct bpf_prog_info``; they are read here so the recording reports them.
 """
 

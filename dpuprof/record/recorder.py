@@ -50,6 +50,7 @@ class Recorder:
         self.bpf = None
         self.used: list[str] = []
         self.unavailable: dict[str, str] = {}
+        self.hooks: dict[str, str] = {}  # probe -> "raw_tracepoint" | "tracepoint" (probes.hooks)
         self.interval = 0
         self.total_samples = 0
         self.cat_totals: Counter = Counter()
@@ -90,6 +91,7 @@ class Recorder:
         except Exception as err:
             raise UserError(f"cannot attach the cpu-clock sampler ({err}); run: dpuprof doctor") from None
         self.bpf, self.used, self.unavailable = bpf, used, unavailable
+        self.hooks = probemod.hooks(bpf)
         _release_freed_memory()  # clang's compile leaves ~100 MB of freed heap behind
         self.tree = TreeDrainer(bpf, os.getpid())
         self.samples = SampleDrainer(bpf, Symbolizer(bcc.BPF), Classifier())
@@ -141,6 +143,7 @@ class Recorder:
             "mode": "psutil" if opts.psutil_only else "bpf", "category_split": not opts.psutil_only,
             "sample_freq_hz": 0 if opts.psutil_only else opts.freq_hz, "interval_s": opts.interval_s,
             "probes_used": ["psutil"] + self.used, "probes_unavailable": self.unavailable,
+            "probe_hooks": self.hooks,
             "recorder_pid": os.getpid(), "user": self.user.name if self.user else None,
             "gpu": gpu.describe(),
             "rules_sha256": None if opts.psutil_only else self.samples.classifier.digest,

@@ -85,9 +85,20 @@ CREATE TABLE IF NOT EXISTS host_net (
     bytes_recv INTEGER NOT NULL, packets_sent INTEGER NOT NULL, packets_recv INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS gpu (
     interval INTEGER NOT NULL, gpu_index INTEGER NOT NULL, util_pct REAL, mem_used_bytes INTEGER);
--- Data lost, never silently: "samples_map_full", "kernel_stack_lost", "user_stack_lost",
--- "run_map_full", "tree_map_full", "block_start_map_full", "missed_<program>" (events the kernel
--- skipped while another BPF program ran on that CPU), ...
+-- Data lost, never silently (count = samples or events of the interval):
+--   "samples_map_full"        a CPU sample dropped: the in-kernel counts map was full
+--   "kernel_stack_collision", "user_stack_collision"   the sample kept, its kernel/user stack
+--                             lost to the stack maps: other stacks held its hash bucket in both
+--                             the stack map and its spill map (-EEXIST)
+--   "kernel_stack_map_full", "user_stack_map_full"     same, the stack map had no free entry (-ENOMEM)
+--   "kernel_stack_error", "user_stack_error"           same, any other error of bpf_get_stackid
+--   "user_stack_unwalkable"   not a map loss: a sample taken in user mode whose user stack could
+--                             not be walked at all (-EFAULT); the sample keeps its leaf frame
+--   (stack map loss = the *_collision + *_map_full kinds; recordings before schema v2 have
+--   "kernel_stack_lost" / "user_stack_lost", every failed walk but -EFAULT lumped together)
+--   "run_map_full", "tree_map_full", "block_start_map_full", "net_map_full", "sock_map_full"
+--   "missed_<program>"        events the kernel skipped while another BPF program ran on that CPU
+--                             (bpf_prog_info.recursion_misses), ...
 CREATE TABLE IF NOT EXISTS lost (
     interval INTEGER NOT NULL, kind TEXT NOT NULL, count INTEGER NOT NULL);
 -- v2: every thread of the workload seen (tid in the host PID namespace; pid = its process).

@@ -1,0 +1,63 @@
+"""dpuprof.record.probes: choosing raw tracepoints (with BTF offsets) or the classic fallback."""
+
+from __future__ import annotations
+
+import pytest
+
+from dpuprof.record import btf, probes
+
+NET = next(p for p in probes.PROBES if p.name == "net_dev")
+SOFTIRQ = next(p for p in probes.PROBES if p.name == "softirq")
+
+
+class _Bcc:
+    raw = True
+
+    @classmethod
+    def support_raw_tracepoint(cls):
+        return cls.raw
+
+
+class _FakeBtf:
+    def member(self, struct_name, member):
+        return btf.Member({"len": 112, "dev": 16, "name": 280}[member], 8)
+
+
+@pytest.fixture
+def fake_btf(monkeypatch):
+    monkeypatch.delenv(probes.NO_RAW_TP_ENV, raising=False)
+    monkeypatch.setattr(probes, "_kernel_btf", lambda: _FakeBtf())
+
+
+def test_raw_variant_gets_the_btf_offsets_as_defines(fake_btf):
+    defines, why = probes.raw_defines(NET, _Bcc)
+    assert why == ""
+    assert defines.splitlines() == ["#define NET_DEV_RAW_TP 1", "#define NET_SKB_LEN_OFF 112",
+                                    "#define NET_SKB_DEV_OFF 16", "#define NET_DEV_NAME_OFF 280"]
+    assert probes._source(NET, defines).startswith(defines)  # ahead of the probe's own text
+    assert probes.raw_defines(SOFTIRQ, _Bcc)[0] == "#define SOFTIRQ_RAW_TP 1\n"  # needs no BTF
+
+
+def test_falls_back_without_btf_raw_tracepoints_or_when_told(fake_btf, monkeypatch):
+    def no_btf():
+        raise btf.BtfError("cannot read /sys/kernel/btf/vmlinux: No such file or directory")
+
+    monkeypatch.setattr(probes, "_kernel_btf", no_btf)
+    assert probes.raw_defines(NET, _Bcc) == (
+        None, "BTF: cannot read /sys/kernel/btf/vmlinux: No such file or directory")
+    assert probes.raw_defines(SOFTIRQ, _Bcc)[0] is not None  # softirq does not need BTF
+    monkeypatch.setattr(_Bcc, "raw", False)
+    assert probes.raw_defines(SOFTIRQ, _Bcc) == (None, "this kernel has no raw tracepoints")
+    monkeypatch.setattr(_Bcc, "raw", True)
+    monkeypatch.setenv(probes.NO_RAW_TP_ENV, "1")
+    assert probes.raw_defines(SOFTIRQ, _Bcc)[0] is None
+    assert probes.raw_defines(next(p for p in probes.PROBES if p.name == "cpu_sample"), _Bcc)[0] is None
+
+
+def test_hooks_reads_which_programs_bcc_attached():
+    class Bpf:
+        funcs = {b"raw_tracepoint__softirq_entry": 1, b"raw_tracepoint__softirq_exit": 2,
+                 b"tracepoint__net__net_dev_xmit": 3, b"tracepoint__tcp__tcp_retransmit_skb": 4,
+                 b"on_sample": 5}
+
+    assert probes.hooks(Bpf) == {"softirq": "raw_tracepoint", "net_dev": "tracepoint"}

@@ -1,0 +1,98 @@
+"""Root test: stack map loss stays flat over a run (issue 11).
+
+bcc 0.26's ``StackTrace.clear()`` is a no-op, so before the fix in dpuprof/record/drain.py the
+stack maps were never emptied: they filled up and ``bpf_get_stackid`` failed with -EEXIST on ever
+more hash-bucket collisions (user stacks lost: 9 % of samples in minute 0 of fixtures/long, 35 % in
+minute 7). With every drained stack id deleted, loss stays under 1 % of samples in every 10-s
+window of a ~40-s DDP training run, and the drained stack map is really empty after each drain.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+
+import pytest
+
+from conftest import PYTHON, REPO, dpuprof
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+SMALL = ["--image-size", "256", "--crop", "128", "--batch-size", "16", "--shards", "8"]
+WINDOW_S = 10.0
+BOUND_PCT = 1.0
+
+
+def _stack_loss_module():
+    spec = importlib.util.spec_from_file_location("stack_loss", REPO / "benchmarks" / "stack_loss.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_stack_map_loss_stays_under_one_percent_per_window(tmp_path):
+    out = tmp_path / "ddp.rec"
+    proc = dpuprof("record", "-q", "-o", out, "--", PYTHON, REPO / "examples" / "train_ddp.py",
+                   "--duration", "40", "--data-dir", tmp_path / "shards", *SMALL, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    mod = _stack_loss_module()
+    df = mod.loss_windows(out, WINDOW_S)
+    print(mod.render(df, markdown=False))
+    full = df[df["samples"] >= 0.5 * df["samples"].max()]  # the last, partial window has few samples
+    assert len(full) >= 3, df
+    # (Run on the code before the fix, whose recordings lump every failed walk together, the test
+    # checks those kinds instead -- and fails: 1.8 % of user stacks lost in the first window.)
+    old = "kernel_map" not in df
+    for col in ("kernel_old", "user_old") if old else ("kernel_map", "user_map"):
+        worst = full[col + "_pct"].max()
+        assert worst <= BOUND_PCT, f"{col} stack loss reached {worst:.2f} % of samples in a window:\n{df}"
+    # The kinds are told apart: unwalkable user stacks and other errors are counted on their own,
+    # and both stay rare in this frame-pointer-poor (but fully mapped) workload.
+    assert old or (full["user_unwalkable_pct"] <= 5).all() and (full["stack_error_pct"] <= 1).all(), df
+
+
+def test_drain_empties_the_drained_stack_maps():
+    """The measurement behind the fix: after each drain the drained buffer's stack maps hold no
+    stack (bcc's StackTrace.clear() alone leaves them full), and the other buffer is untouched."""
+    import threading
+
+    from dpuprof.record import probes
+    from dpuprof.record.bcc_loader import import_bcc
+    from dpuprof.record.classify import Classifier
+    from dpuprof.record.drain import SampleDrainer
+    from dpuprof.record.symbols import Symbolizer
+
+    bcc = import_bcc()
+    bpf, used, _ = probes.load(bcc.BPF, ["cpu_sample"])
+    assert used == ["cpu_sample"]
+    try:
+        bpf.attach_perf_event(ev_type=bcc.PerfType.SOFTWARE, ev_config=bcc.PerfSWConfig.CPU_CLOCK,
+                              fn_name="on_sample", sample_freq=999, cpu=-1)
+        drainer = SampleDrainer(bpf, Symbolizer(bcc.BPF), Classifier())
+        stop = threading.Event()
+
+        def spin():  # varied user stacks: recursion of varying depth
+            def deep(n):
+                return deep(n - 1) if n else sum(range(2000))
+            i = 0
+            while not stop.is_set():
+                deep(i % 40)
+                i += 1
+
+        worker = threading.Thread(target=spin)
+        worker.start()
+        try:
+            drainer.prime()
+            for _ in range(3):
+                time.sleep(0.5)
+                written = drainer.buf  # the buffer the program writes until the flip
+                before = len(list(bpf[f"stacks{written}"].keys()))
+                out = drainer.drain(set())
+                assert before > 0 and drainer.cleared >= before, (before, drainer.cleared)
+                assert not list(bpf[f"stacks{written}"].keys()) and not list(bpf[f"spill{written}"].keys())
+                assert sum(out["stacks"].values()) > 0
+        finally:
+            stop.set()
+            worker.join()
+    finally:
+        bpf.cleanup()
