@@ -1,9 +1,11 @@
 """Workload: two gloo ranks (torch.distributed on loopback) all-reduce a known tensor N times.
 
 Usage: gloo_allreduce.py N K STEPS. Each rank all-reduces a float32 tensor of K elements N times,
-calling dpuprof.mark_step() every N // STEPS all-reduces. It sleeps before starting, so that a
-recorder has attached to libtorch_cpu.so (loaded at import) before the first all-reduce. Rank 0
-prints one JSON line: the ground truth per rank (allreduces, bytes, steps).
+calling dpuprof.mark_step() every N // STEPS all-reduces, then trains a tiny DDP model for STEPS
+steps (one DDP forward, so one gradient all-reduce of the model's PARAMS floats, per step). It
+sleeps before starting, so that a recorder has attached to libtorch_cpu.so before the first
+all-reduce. Rank 0 prints one JSON line: the ground truth per rank (allreduces, bytes, steps,
+ddp_steps).
 """
 import json
 import os
@@ -17,6 +19,7 @@ import torch.multiprocessing as mp
 
 import dpuprof
 
+PARAMS = 16 * 8 + 8  # nn.Linear(16, 8): one gradient bucket
 SETTLE_S = 2.5  # > two drain intervals: the recorder sees the maps with libtorch and attaches
 
 
@@ -31,6 +34,9 @@ def rank_main(rank, world, port, n, k, steps):
         if i % per_step == 0:
             dpuprof.mark_step()
         dist.all_reduce(t)
+    ddp = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(16, 8))
+    for _ in range(steps):
+        ddp(torch.ones(4, 16)).sum().backward()
     dist.barrier()
     dist.destroy_process_group()
 
@@ -41,7 +47,8 @@ def main():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     mp.start_processes(rank_main, args=(2, port, n, k, steps), nprocs=2, start_method="fork")
-    print(json.dumps({"allreduces": n, "bytes": n * k * 4, "steps": steps, "ranks": 2}))
+    print(json.dumps({"allreduces": n + steps, "bytes": (n * k + steps * PARAMS) * 4, "steps": steps,
+                      "ddp_steps": steps, "ranks": 2}))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,73 @@
+"""Root tests: uprobes count all-reduces, step markers and cipher/codec calls of known workloads.
+
+Ground truth comes from the workloads themselves (tests/workloads/gloo_allreduce.py and
+codec_known.py): a known number of calls of known size; the recording must agree within 2 %
+(steps within one).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from conftest import PYTHON, WORKLOADS, dpuprof, last_json_line
+
+pytestmark = pytest.mark.root
+
+N_ALLREDUCE, K_FLOATS, STEPS = 50, 65536, 5
+
+
+def _record(tmp_path, name, *cmd):
+    out = tmp_path / f"{name}.rec"
+    proc = dpuprof("record", "-q", "-o", out, "--", PYTHON, *cmd, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    return sqlite3.connect(out), last_json_line(proc.stdout)
+
+
+def _meta(db, key):
+    row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return json.loads(row[0]) if row else None
+
+
+def test_gloo_allreduce_count_bytes_and_steps(tmp_path):
+    db, truth = _record(tmp_path, "gloo", WORKLOADS / "gloo_allreduce.py", N_ALLREDUCE, K_FLOATS, STEPS)
+    assert _meta(db, "uprobes")["gloo::allreduce"] == "attached", _meta(db, "uprobes")
+    per_rank = db.execute("SELECT pid, sum(count), sum(bytes), sum(duration_ns) FROM collectives "
+                          "WHERE op = 'allreduce' GROUP BY pid").fetchall()
+    print("collectives per rank:", per_rank, "truth:", truth)
+    assert len(per_rank) == truth["ranks"]
+    for _pid, count, nbytes, ns in per_rank:
+        assert abs(count - truth["allreduces"]) <= 0.02 * truth["allreduces"]
+        assert abs(nbytes - truth["bytes"]) <= 0.02 * truth["bytes"]
+        assert ns > 0
+    lost = dict(db.execute("SELECT kind, sum(count) FROM lost GROUP BY kind").fetchall())
+    assert "allreduce_bytes_unverified" not in lost, lost
+    start, end = _meta(db, "start_time"), _meta(db, "end_time")
+    for kind, want in (("step", truth["steps"]), ("ddp_step", truth["ddp_steps"])):
+        steps = db.execute("SELECT pid, count(*), min(t), max(t) FROM markers WHERE kind = ? "
+                           "GROUP BY pid", (kind,)).fetchall()
+        assert len(steps) == truth["ranks"], (kind, steps)
+        for _pid, n, t0, t1 in steps:
+            assert abs(n - want) <= 1, (kind, n, want)
+            assert start <= t0 <= t1 <= end  # unix seconds, inside the recording
+
+
+def test_codec_calls_bytes_and_direction(tmp_path):
+    db, truth = _record(tmp_path, "codec", WORKLOADS / "codec_known.py", 60)
+    status = _meta(db, "uprobes")
+    rows = {f"{lib}:{func}": (direction, calls, nbytes, ns) for lib, func, direction, calls, nbytes, ns in
+            db.execute("SELECT lib, func, direction, sum(calls), sum(bytes), sum(duration_ns) "
+                       "FROM codec_calls GROUP BY lib, func, direction")}
+    print("codec_calls:", rows, "truth:", truth)
+    want_dir = {"inflate": "decompress", "deflate": "compress", "EVP_EncryptUpdate": "encrypt",
+                "EVP_DecryptUpdate": "decrypt"}
+    for target, (calls, nbytes) in truth.items():
+        assert status[target] == "attached", status
+        direction, got_calls, got_bytes, ns = rows[target]
+        assert direction == want_dir[target.split(":")[1]]
+        if calls is not None:  # zlib.compress calls deflate a data-dependent number of times
+            assert abs(got_calls - calls) <= 0.02 * calls, (target, got_calls, calls)
+        assert abs(got_bytes - nbytes) <= 0.02 * nbytes, (target, got_bytes, nbytes)
+        assert ns > 0

@@ -1,0 +1,62 @@
+"""Workload: cipher and codec calls of known number and size, for the uprobes test.
+
+Usage: codec_known.py REPEAT. Each of REPEAT rounds: one zlib decompress (one inflate call: the
+output buffer is larger than the result), one zlib compress, one AES-256-GCM encrypt and one
+decrypt through `cryptography` (its statically linked OpenSSL), and one EVP_EncryptUpdate and one
+EVP_DecryptUpdate through the system libcrypto.so.3 (ctypes). Sleeps first, so that a recorder's
+first drain has happened. Prints one JSON line: the ground truth {lib:func: [calls, input bytes]}.
+"""
+import ctypes
+import ctypes.util
+import json
+import os
+import sys
+import time
+import zlib
+
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+RAW = 1 << 20          # bytes of plain data per call
+repeat = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+data = os.urandom(RAW // 2) + bytes(RAW // 2)   # half random, half zeros: compressible
+comp = zlib.compress(data, 1)
+key, nonce = os.urandom(32), os.urandom(12)
+gcm = AESGCM(key)
+sealed = gcm.encrypt(nonce, data, None)
+
+crypto = ctypes.CDLL("libcrypto.so.3")
+crypto.EVP_CIPHER_CTX_new.restype = ctypes.c_void_p
+crypto.EVP_aes_256_gcm.restype = ctypes.c_void_p
+for fn in ("EVP_EncryptInit_ex", "EVP_DecryptInit_ex"):
+    getattr(crypto, fn).argtypes = [ctypes.c_void_p] * 5
+for fn in ("EVP_EncryptUpdate", "EVP_DecryptUpdate"):
+    getattr(crypto, fn).argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int),
+                                    ctypes.c_char_p, ctypes.c_int]
+crypto.EVP_CIPHER_CTX_free.argtypes = [ctypes.c_void_p]
+out = ctypes.create_string_buffer(RAW + 64)
+outl = ctypes.c_int()
+
+
+def evp(init, update):
+    ctx = crypto.EVP_CIPHER_CTX_new()
+    assert init(ctx, crypto.EVP_aes_256_gcm(), None, key, nonce) == 1
+    assert update(ctx, out, ctypes.byref(outl), data, RAW) == 1
+    crypto.EVP_CIPHER_CTX_free(ctx)
+
+
+time.sleep(1.5)
+for _ in range(repeat):
+    assert zlib.decompress(comp, bufsize=RAW + 64) == data
+    zlib.compress(data, 1)
+    gcm.encrypt(nonce, data, None)
+    gcm.decrypt(nonce, sealed, None)
+    evp(crypto.EVP_EncryptInit_ex, crypto.EVP_EncryptUpdate)
+    evp(crypto.EVP_DecryptInit_ex, crypto.EVP_DecryptUpdate)
+time.sleep(0.2)
+# The set-up above compressed and sealed `data` once more.
+truth = {"libz:inflate": [repeat, repeat * len(comp)], "libz:deflate": [None, (repeat + 1) * RAW],
+         "cryptography_rust:EVP_EncryptUpdate": [repeat + 1, (repeat + 1) * RAW],
+         "cryptography_rust:EVP_DecryptUpdate": [repeat, repeat * RAW],
+         "libcrypto:EVP_EncryptUpdate": [repeat, repeat * RAW],
+         "libcrypto:EVP_DecryptUpdate": [repeat, repeat * RAW]}
+print(json.dumps(truth))
