@@ -3,8 +3,10 @@
 // Purpose:  what the critical-path model needs beyond CPU samples: every all-reduce (count, payload
 //           bytes, duration per thread), training-step markers, and bytes per cipher/codec call with
 //           its direction (stripped libz samples cannot tell inflate from deflate).
-// Maps:     wl          HASH  tgid -> 1: the workload (seeded by user space with the recorder's pid;
-//                             forks of a member join it, as in proc_tree.bpf.c)
+// Maps:     wl          HASH  tgid -> 1: the workload. User space seeds it with the recorder's
+//                             pid -> 2 (followed, not counted); a process forked by one in wl
+//                             joins with 1 (the same tree as proc_tree.bpf.c, kept here so that
+//                             this file also compiles alone)
 //           inflight    HASH  (tid, fn) -> entry state (start ns, bytes, z_stream pointer/total_in)
 //           coll_stats  HASH  (tgid, tid, op) -> {count, bytes, ns}, cumulative
 //           codec_stats HASH  (tgid, lib, fn) -> {calls, bytes, ns}, cumulative
@@ -13,7 +15,7 @@
 //                             [2] all-reduce whose payload size failed the layout cross-check
 // Hooks:    uprobe/uretprobe pairs attached by dpuprof/record/uprobes.py once a workload process
 //           maps the library; tracepoint syscalls:sys_enter_getpgid (dpuprof.mark_step's marker);
-//           tracepoint sched:sched_process_fork (workload membership).
+//           tracepoint task:task_newtask (workload membership; proc_tree owns sched_process_fork).
 // Overhead: a uprobe hit is a trap into the kernel (~1-3 us each, twice with its uretprobe), so
 //           only calls made at most thousands of times a second are probed (docs/uprobes.md).
 #include <uapi/linux/ptrace.h>
@@ -51,14 +53,18 @@ static inline void up_count_lost(int idx) {
 }
 
 static inline int in_workload(u32 tgid) {
-    return tgid != RECORDER_PID && wl.lookup(&tgid) != 0;
+    u32 *member = wl.lookup(&tgid);
+    return member && *member == 1;
 }
 
-TRACEPOINT_PROBE(sched, sched_process_fork) {
+#define UP_CLONE_THREAD 0x00010000
+TRACEPOINT_PROBE(task, task_newtask) {
+    if (args->clone_flags & UP_CLONE_THREAD)
+        return 0;   // a thread: its process is already a member or not
     u32 ptgid = bpf_get_current_pid_tgid() >> 32;
     if (!wl.lookup(&ptgid))
         return 0;
-    u32 child = args->child_pid, one = 1;
+    u32 child = args->pid, one = 1;
     wl.update(&child, &one);
     return 0;
 }

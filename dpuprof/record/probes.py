@@ -36,6 +36,7 @@ PROBES = (
     Probe("block_io", "block_io.bpf.c", ("block:block_rq_issue", "block:block_rq_complete")),
     Probe("net_dev", "net_dev.bpf.c", ("net:net_dev_xmit", "net:netif_receive_skb", "tcp:tcp_retransmit_skb")),
     Probe("sock_io", "sock_io.bpf.c", ("sock:sock_send_length", "sock:sock_recv_length")),
+    Probe("uprobes", "uprobes.bpf.c", ("task:task_newtask", "syscalls:sys_enter_getpgid")),  # record/uprobes.py
 )
 PROBE_NAMES = tuple(p.name for p in PROBES)
 REQUIRED = ("proc_tree", "cpu_sample")  # without these there is no workload or category split

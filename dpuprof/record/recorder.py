@@ -98,12 +98,9 @@ class Recorder:
         self.net = NetDrainer(bpf) if "net_dev" in used else None
         self.sock = SockDrainer(bpf) if "sock_io" in used else None
         self.lost = LostDrainer(bpf, used)
-        from dpuprof.record import uprobes  # uprobes hook (1/4): its own BPF object, optional
-        self.uprobes, why = uprobes.start(os.getpid())
-        if why:
-            self.unavailable["uprobes"] = why
-        else:
-            self.used.append("uprobes")
+        if "uprobes" in used:  # uprobes hook (1/3)
+            from dpuprof.record import uprobes
+            self.uprobes = uprobes.start(bpf, os.getpid())
 
     def _check_prerequisites(self):
         if self.opts.psutil_only:
@@ -150,7 +147,7 @@ class Recorder:
             "recorder_pid": os.getpid(), "user": self.user.name if self.user else None,
             "gpu": gpu.describe(),
             "rules_sha256": None if opts.psutil_only else self.samples.classifier.digest,
-            **(self.uprobes.meta() if self.uprobes else {}),  # uprobes hook (2/4)
+            **(self.uprobes.meta() if self.uprobes else {}),  # uprobes hook (2/3)
         }
         writer = RecordingWriter(opts.output, meta, owner)
         status = StatusLine(quiet=opts.quiet)
@@ -189,8 +186,6 @@ class Recorder:
                 recording_ok = False
         if self.bpf is not None:
             self.bpf.cleanup()
-        if self.uprobes:  # uprobes hook (4/4)
-            self.uprobes.close()
         if not recording_ok:
             return 2 if rc == 0 else rc
         if not opts.quiet:
@@ -352,7 +347,7 @@ class Recorder:
             if self.sock:
                 tables["sock_io"] = self.sock.drain()
             tables["lost"] = self.lost.drain()
-            if self.uprobes:  # uprobes hook (3/4): collectives, codec_calls, markers, lost
+            if self.uprobes:  # uprobes hook (3/3): collectives, codec_calls, markers, lost
                 markers = self.uprobes.contribute(tables, workload, writer)
             # Only whole samples count as lost here; a failed stack walk still counts its sample.
             self.lost_total += sum(n for kind, n in tables["lost"] if kind.startswith(("samples", "run")))

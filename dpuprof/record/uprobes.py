@@ -94,9 +94,10 @@ class UprobeSession:
     drain; bytes are payload bytes (collectives: per rank per call; codecs: input bytes consumed).
     """
 
-    def __init__(self, bpf_cls, source: str, recorder_pid: int):
-        self.bpf = bpf_cls(text=source, cflags=["-w", f"-DRECORDER_PID={recorder_pid}"])
-        self.bpf["wl"][ct.c_uint32(recorder_pid)] = ct.c_uint32(1)
+    def __init__(self, bpf, recorder_pid: int):
+        """``bpf``: a loaded bcc BPF object holding probes/uprobes.bpf.c (alone or with others)."""
+        self.bpf = bpf
+        self.bpf["wl"][ct.c_uint32(recorder_pid)] = ct.c_uint32(2)  # followed, not counted
         self.offset_s = clock_offset_s()
         self.status: dict[str, str] = {t.name: NOT_LOADED for t in TARGETS}
         self.paths: dict[str, list[str]] = {}  # target name -> files it is attached to
@@ -207,23 +208,14 @@ class UprobeSession:
         """Meta keys: ``uprobes`` {target: "attached" or why not}, ``uprobes_paths`` {target: [files]}."""
         return {"uprobes": dict(self.status), "uprobes_paths": {k: list(v) for k, v in self.paths.items()}}
 
-    def close(self) -> None:
-        self.bpf.cleanup()
 
 
-def start(recorder_pid: int) -> tuple[UprobeSession | None, str | None]:
-    """Compile the uprobes program; (session, None), or (None, why) when it cannot load."""
-    from dpuprof.record.bcc_loader import import_bcc
-    from dpuprof.record.probes import probe_dir
-
-    try:
-        bcc = import_bcc()
-        source = (probe_dir() / "uprobes.bpf.c").read_text()
-        session = UprobeSession(bcc.BPF, source, recorder_pid)
-    except Exception as err:  # a compile/load failure must not cost the rest of the recording
-        return None, f"failed to compile or load: {str(err).splitlines()[0][:200]}"
+def start(bpf, recorder_pid: int) -> UprobeSession:
+    """A session over ``bpf`` (which holds the uprobes program), with the libraries findable now
+    already attached (``known_paths``)."""
+    session = UprobeSession(bpf, recorder_pid)
     session.attach_paths(known_paths())
-    return session, None
+    return session
 
 
 def known_paths() -> set[str]:
