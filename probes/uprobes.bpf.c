@@ -11,6 +11,8 @@
 //           coll_stats  HASH  (tgid, tid, op) -> {count, bytes, ns}, cumulative
 //           codec_stats HASH  (tgid, lib, fn) -> {calls, bytes, ns}, cumulative
 //           marks       PERF_OUTPUT {tgid, tid, kind, ns}: one event per marker hit
+//           hits        PERCPU_ARRAY [lib * 8 + fn] -> entry hits of every process, workload or not
+//                             (user space detaches a target hit too often: each hit is a trap)
 //           up_lost     ARRAY [0] stats map full, [1] inflight map full,
 //                             [2] all-reduce whose payload size failed the layout cross-check
 // Hooks:    uprobe/uretprobe pairs attached by dpuprof/record/uprobes.py once a workload process
@@ -28,6 +30,8 @@
 #define FN_DEFLATE 2
 #define FN_ENCRYPT 3
 #define FN_DECRYPT 4
+#define FN_DDP_STEP 5
+#define LIB_TORCH 3
 #define KIND_STEP 0
 #define KIND_DDP_STEP 1
 
@@ -45,6 +49,14 @@ BPF_HASH(coll_stats, struct coll_key, struct coll_val, 4096);
 BPF_HASH(codec_stats, struct codec_key, struct codec_val, 4096);
 BPF_PERF_OUTPUT(marks);
 BPF_ARRAY(up_lost, u64, 3);
+BPF_PERCPU_ARRAY(hits, u64, 32);
+
+static inline void count_hit(u32 lib, u32 fn) {
+    u32 slot = lib * 8 + fn;
+    u64 *n = hits.lookup(&slot);
+    if (n)
+        *n += 1;   // per-CPU: no other writer
+}
 
 static inline void up_count_lost(int idx) {
     u64 *lost = up_lost.lookup(&idx);
@@ -84,6 +96,7 @@ TRACEPOINT_PROBE(syscalls, sys_enter_getpgid) {
 }
 
 int on_ddp_step(struct pt_regs *ctx) {
+    count_hit(LIB_TORCH, FN_DDP_STEP);
     emit_mark(ctx, KIND_DDP_STEP);
     return 0;
 }
@@ -118,6 +131,7 @@ static inline int fly_end(u32 fn, struct fly_val *out) {
 // elements * elementSize; it is cross-checked against the first buffer's own size (UnboundBuffer:
 // vptr @0, ptr @8, size @16), and a mismatch records 0 bytes and counts in up_lost[2].
 int on_allreduce(struct pt_regs *ctx) {
+    count_hit(LIB_TORCH, FN_ALLREDUCE);
     u64 opts = PT_REGS_PARM1(ctx);
     u64 elements = 0, esize = 0, vb = 0, ve = 0, buf = 0, bsize = 0;
     bpf_probe_read_user(&elements, 8, (void *)(opts + 80));
@@ -173,7 +187,8 @@ static inline void codec_add(u32 lib, u32 fn, u64 bytes, u64 ts) {
 
 // zlib inflate/deflate(z_streamp strm, int flush): z_stream is ABI-stable (zlib.h): next_in @0,
 // avail_in @8, total_in @16. Bytes = input consumed by this call (total_in after - before).
-static inline int z_begin(struct pt_regs *ctx, u32 fn) {
+static inline int z_begin(struct pt_regs *ctx, u32 lib, u32 fn) {
+    count_hit(lib, fn);
     u64 strm = PT_REGS_PARM1(ctx), total_in = 0;
     bpf_probe_read_user(&total_in, 8, (void *)(strm + 16));
     return fly_begin(fn, 0, strm, total_in);
@@ -192,7 +207,8 @@ static inline int z_end(u32 lib, u32 fn) {
 // EVP_EncryptUpdate/EVP_DecryptUpdate(ctx, out, outl, in, int inl). EVP_CipherUpdate tail-calls
 // one of them, so it is counted through them. Calls with out == NULL feed GCM/CCM additional
 // authenticated data: they cipher nothing and are not counted.
-static inline int evp_begin(struct pt_regs *ctx, u32 fn) {
+static inline int evp_begin(struct pt_regs *ctx, u32 lib, u32 fn) {
+    count_hit(lib, fn);
     if (PT_REGS_PARM2(ctx) == 0)
         return 0;
     int inl = (int)PT_REGS_PARM5(ctx);
@@ -209,10 +225,10 @@ static inline int evp_end(u32 lib, u32 fn) {
 
 // One entry/return pair per (library, function): bcc 0.26 has no bpf cookie to tell them apart.
 #define Z_PAIR(LIB, FN, NAME) \
-    int NAME##_##LIB(struct pt_regs *ctx) { return z_begin(ctx, FN); } \
+    int NAME##_##LIB(struct pt_regs *ctx) { return z_begin(ctx, LIB, FN); } \
     int NAME##_ret_##LIB(struct pt_regs *ctx) { return z_end(LIB, FN); }
 #define EVP_PAIR(LIB, FN, NAME) \
-    int NAME##_##LIB(struct pt_regs *ctx) { return evp_begin(ctx, FN); } \
+    int NAME##_##LIB(struct pt_regs *ctx) { return evp_begin(ctx, LIB, FN); } \
     int NAME##_ret_##LIB(struct pt_regs *ctx) { return evp_end(LIB, FN); }
 
 // Library ids: keep in step with LIBS in dpuprof/record/uprobes.py.

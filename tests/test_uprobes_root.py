@@ -8,6 +8,7 @@ codec_known.py): a known number of calls of known size; the recording must agree
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 
 import pytest
@@ -71,3 +72,32 @@ def test_codec_calls_bytes_and_direction(tmp_path):
             assert abs(got_calls - calls) <= 0.02 * calls, (target, got_calls, calls)
         assert abs(got_bytes - nbytes) <= 0.02 * nbytes, (target, got_bytes, nbytes)
         assert ns > 0
+
+
+HOT_LOOP = """
+import sys, time, zlib
+small = zlib.compress(b"x" * 64)
+end = time.time() + float(sys.argv[1])
+n = 0
+while time.time() < end:
+    zlib.decompress(small)
+    n += 1
+print('{"calls": %d}' % n)
+"""
+
+
+def test_a_target_called_too_often_is_detached_and_says_why(tmp_path):
+    out = tmp_path / "hot.rec"
+    env = dict(os.environ, DPUPROF_UPROBE_MAX_HZ="500")
+    proc = dpuprof("record", "-q", "-o", out, "--", PYTHON, "-c", HOT_LOOP, "3.5", env=env, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    db = sqlite3.connect(out)
+    status = _meta(db, "uprobes")
+    assert status["libz:inflate"].startswith("detached: "), status
+    assert "over the limit of 500/s" in status["libz:inflate"]
+    assert status["libz:deflate"] == "attached"  # not called: left alone
+    per_interval = dict(db.execute("SELECT interval, sum(calls) FROM codec_calls WHERE func = 'inflate' "
+                                   "GROUP BY interval").fetchall())
+    last = db.execute("SELECT max(interval) FROM intervals").fetchone()[0]
+    assert per_interval and max(per_interval) < last, per_interval  # nothing counted after the detach
+    assert sum(per_interval.values()) < last_json_line(proc.stdout)["calls"]

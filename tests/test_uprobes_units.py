@@ -84,3 +84,26 @@ def test_magic_matches_the_bpf_source():
 
     src = (probe_dir() / "uprobes.bpf.c").read_text()
     assert f"#define MARK_MAGIC ({uprobes.MARK_MAGIC})" in src
+
+
+def test_over_limit_picks_the_hot_slots_only():
+    assert uprobes.over_limit({1: 3000, 2: 100, 11: 0}, 1.5, 1000) == {1: 2000.0}
+    assert uprobes.over_limit({1: 3000}, 0.0, 1000) == {}
+
+
+def test_max_hits_per_s_reads_the_environment(monkeypatch):
+    from dpuprof.errors import UserError
+
+    monkeypatch.delenv(uprobes.MAX_HZ_ENV, raising=False)
+    assert uprobes.max_hits_per_s() == uprobes.DEFAULT_MAX_HZ
+    monkeypatch.setenv(uprobes.MAX_HZ_ENV, "250")
+    assert uprobes.max_hits_per_s() == 250.0
+    for bad in ("0", "-3", "fast", "nan"):
+        monkeypatch.setenv(uprobes.MAX_HZ_ENV, bad)
+        with pytest.raises(UserError):
+            uprobes.max_hits_per_s()
+
+
+def test_every_target_has_its_own_hit_slot():
+    slots = [t.slot for t in uprobes.TARGETS]
+    assert len(set(slots)) == len(slots) and all(0 <= s < 32 for s in slots)

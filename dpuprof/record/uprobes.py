@@ -34,6 +34,7 @@ class Target:
     sym: str          # symbol (mangled for C++), from .dynsym or .symtab
     entry: str        # BPF function for the uprobe
     ret: str | None   # BPF function for the uretprobe (None: entry only)
+    slot: int         # index in the BPF ``hits`` array: lib * 8 + fn
 
 
 _TORCH = r"/libtorch_cpu\.so$"
@@ -42,20 +43,48 @@ _LIBCRYPTO = r"/libcrypto\.so\.3$"
 _CRYPTO_RUST = r"/cryptography/hazmat/bindings/_rust\.abi3\.so$"
 TARGETS = (
     Target("gloo::allreduce", _TORCH, "_ZN4gloo9allreduceERKNS_16AllreduceOptionsE",
-           "on_allreduce", "on_allreduce_ret"),
+           "on_allreduce", "on_allreduce_ret", 24),
     Target("c10d::Reducer::prepare_for_backward", _TORCH,
-           "_ZN4c10d7Reducer20prepare_for_backwardERKSt6vectorIN2at6TensorESaIS3_EE", "on_ddp_step", None),
-    Target("libz:inflate", _LIBZ, "inflate", "on_inflate_0", "on_inflate_ret_0"),
-    Target("libz:deflate", _LIBZ, "deflate", "on_deflate_0", "on_deflate_ret_0"),
-    Target("libcrypto:EVP_EncryptUpdate", _LIBCRYPTO, "EVP_EncryptUpdate", "on_encrypt_1", "on_encrypt_ret_1"),
-    Target("libcrypto:EVP_DecryptUpdate", _LIBCRYPTO, "EVP_DecryptUpdate", "on_decrypt_1", "on_decrypt_ret_1"),
+           "_ZN4c10d7Reducer20prepare_for_backwardERKSt6vectorIN2at6TensorESaIS3_EE", "on_ddp_step", None, 29),
+    Target("libz:inflate", _LIBZ, "inflate", "on_inflate_0", "on_inflate_ret_0", 1),
+    Target("libz:deflate", _LIBZ, "deflate", "on_deflate_0", "on_deflate_ret_0", 2),
+    Target("libcrypto:EVP_EncryptUpdate", _LIBCRYPTO, "EVP_EncryptUpdate", "on_encrypt_1", "on_encrypt_ret_1", 11),
+    Target("libcrypto:EVP_DecryptUpdate", _LIBCRYPTO, "EVP_DecryptUpdate", "on_decrypt_1", "on_decrypt_ret_1", 12),
     Target("cryptography_rust:EVP_EncryptUpdate", _CRYPTO_RUST, "EVP_EncryptUpdate",
-           "on_encrypt_2", "on_encrypt_ret_2"),
+           "on_encrypt_2", "on_encrypt_ret_2", 19),
     Target("cryptography_rust:EVP_DecryptUpdate", _CRYPTO_RUST, "EVP_DecryptUpdate",
-           "on_decrypt_2", "on_decrypt_ret_2"),
+           "on_decrypt_2", "on_decrypt_ret_2", 20),
 )
 NOT_LOADED = "library not loaded by the workload"
 ATTACHED = "attached"
+DETACHED = "detached"
+#: Most entry hits per second (all processes) a target may take before it is detached: each hit is
+#: a trap of ~6-8 us on the reference VM (docs/uprobes.md), so 2000/s costs at most ~1.6 % of a CPU.
+MAX_HZ_ENV = "DPUPROF_UPROBE_MAX_HZ"
+DEFAULT_MAX_HZ = 2000.0
+
+
+def max_hits_per_s() -> float:
+    """The detach threshold: ``DPUPROF_UPROBE_MAX_HZ`` (a positive number) or DEFAULT_MAX_HZ."""
+    from dpuprof.errors import UserError
+
+    raw = os.environ.get(MAX_HZ_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_HZ
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise UserError(f"{MAX_HZ_ENV}: expected a positive number of hits per second, got {raw!r}")
+    return value
+
+
+def over_limit(hits: dict[int, int], elapsed_s: float, limit_hz: float) -> dict[int, float]:
+    """{slot: hits per second} of the slots whose rate over ``elapsed_s`` exceeds ``limit_hz``."""
+    if elapsed_s <= 0:
+        return {}
+    return {slot: n / elapsed_s for slot, n in hits.items() if n / elapsed_s > limit_hz}
 
 
 def mapped_files(maps_text: str) -> set[str]:
@@ -101,13 +130,15 @@ class UprobeSession:
         self.offset_s = clock_offset_s()
         self.status: dict[str, str] = {t.name: NOT_LOADED for t in TARGETS}
         self.paths: dict[str, list[str]] = {}  # target name -> files it is attached to
+        self.limit_hz = max_hits_per_s()
+        self.last_drain = time.monotonic()
         self.tried_paths: set[str] = set()
         self.tried_inodes: set[tuple[int, int]] = set()
         self._marks: list[tuple] = []
         self._marks_lost = 0
         self.bpf["marks"].open_perf_buffer(self._on_mark, page_cnt=64, lost_cb=self._on_lost)
         from dpuprof.record.drain import _Cumulative
-        self.cum = {"coll": _Cumulative(), "codec": _Cumulative(), "lost": _Cumulative()}
+        self.cum = {"coll": _Cumulative(), "codec": _Cumulative(), "lost": _Cumulative(), "hits": _Cumulative()}
 
     def _on_mark(self, _cpu, data, _size):
         ev = self.bpf["marks"].event(data)
@@ -135,6 +166,8 @@ class UprobeSession:
         self.tried_paths |= new
         changed = False
         for target, path in match_targets(self._new_files(new)):
+            if self.status[target.name].startswith(DETACHED):
+                continue  # too hot: stays off
             result = self._attach(target, path)
             if result == ATTACHED:
                 self.paths.setdefault(target.name, []).append(path)
@@ -170,11 +203,36 @@ class UprobeSession:
                 return f"{path}: uretprobe: {str(err).splitlines()[0][:160]}"
         return ATTACHED
 
+    def _detach_hot(self) -> bool:
+        """Detach every target hit more than ``limit_hz`` times a second since the last drain;
+        True when one was. Its status says so, with the rate seen."""
+        now = time.monotonic()
+        elapsed, self.last_drain = now - self.last_drain, now
+        table = self.bpf["hits"]
+        cur = {t.slot: (int(table.sum(ct.c_int(t.slot)).value),) for t in TARGETS}
+        hits = {slot: n for slot, (n,) in self.cum["hits"].deltas(cur).items()}
+        hot = over_limit(hits, elapsed, self.limit_hz)
+        changed = False
+        for target in TARGETS:
+            if target.slot not in hot or target.name not in self.paths:
+                continue
+            for path in self.paths.pop(target.name):
+                for detach in ((self.bpf.detach_uprobe,) + ((self.bpf.detach_uretprobe,) if target.ret else ())):
+                    try:
+                        detach(name=path, sym=target.sym)
+                    except Exception:  # already gone with its file; nothing left to stop
+                        pass
+            self.status[target.name] = (f"{DETACHED}: {hot[target.slot]:.0f} calls/s, over the limit of "
+                                        f"{self.limit_hz:.0f}/s ({MAX_HZ_ENV}); each call is a trap")
+            changed = True
+        return changed
+
     def prime(self) -> None:
         """Take the baselines now and drop marks so far, so the first interval starts now."""
         self.drain()
 
     def drain(self, workload=()) -> tuple[list, list, list, list]:
+        self._detach_hot()
         self.attach_new(workload)
         self.bpf.perf_buffer_poll(timeout=0)
         marks, self._marks = self._marks, []
