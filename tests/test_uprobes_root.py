@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 
 import pytest
@@ -101,3 +102,29 @@ def test_a_target_called_too_often_is_detached_and_says_why(tmp_path):
     last = db.execute("SELECT max(interval) FROM intervals").fetchone()[0]
     assert per_interval and max(per_interval) < last, per_interval  # nothing counted after the detach
     assert sum(per_interval.values()) < last_json_line(proc.stdout)["calls"]
+
+
+def test_a_library_found_only_in_the_workload_maps_is_attached_when_loaded(tmp_path):
+    # A private copy of libcrypto (another file, as a venv's or a container's would be): the
+    # recorder cannot know it before the workload maps it, so it attaches at a drain after.
+    import ctypes.util
+
+    system = ctypes.util.find_library("crypto")  # the soname, e.g. "libcrypto.so.3"
+    assert system == "libcrypto.so.3", system
+    system = next(p for p in ("/usr/lib/x86_64-linux-gnu/libcrypto.so.3", "/lib64/libcrypto.so.3",
+                              "/usr/lib64/libcrypto.so.3", "/usr/lib/libcrypto.so.3") if os.path.exists(p))
+    copy = tmp_path / "lib" / "libcrypto.so.3"
+    copy.parent.mkdir()
+    shutil.copy(system, copy)
+    out = tmp_path / "copy.rec"
+    env = dict(os.environ, CODEC_LIBCRYPTO=str(copy))
+    proc = dpuprof("record", "-q", "-o", out, "--", PYTHON, WORKLOADS / "codec_known.py", 60, env=env, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    db = sqlite3.connect(out)
+    paths = _meta(db, "uprobes_paths")
+    for target in ("libcrypto:EVP_EncryptUpdate", "libcrypto:EVP_DecryptUpdate"):
+        assert str(copy) in paths[target], paths
+        calls, nbytes = db.execute("SELECT sum(calls), sum(bytes) FROM codec_calls WHERE lib = 'libcrypto' "
+                                   "AND func = ?", (target.split(":")[1],)).fetchone()
+        want_calls, want_bytes = last_json_line(proc.stdout)[target]
+        assert abs(calls - want_calls) <= 0.02 * want_calls and abs(nbytes - want_bytes) <= 0.02 * want_bytes

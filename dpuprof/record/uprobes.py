@@ -253,9 +253,9 @@ class UprobeSession:
     def contribute(self, tables: dict, workload, writer) -> list[tuple]:
         """Add this interval's collectives, codec_calls and lost rows to ``tables``; return markers.
         A change in what is attached is written to ``writer``'s meta key ``uprobes`` at once."""
-        before = dict(self.status)
+        before = self.meta()
         coll, codec, marks, lost = self.drain(workload)
-        if self.status != before:
+        if self.meta() != before:
             writer.set_meta(**self.meta())
         tables["collectives"] = coll
         tables["codec_calls"] = codec

@@ -3,7 +3,8 @@
 Usage: codec_known.py REPEAT. Each of REPEAT rounds: one zlib decompress (one inflate call: the
 output buffer is larger than the result), one zlib compress, one AES-256-GCM encrypt and one
 decrypt through `cryptography` (its statically linked OpenSSL), and one EVP_EncryptUpdate and one
-EVP_DecryptUpdate through the system libcrypto.so.3 (ctypes). Sleeps first, so that a recorder's
+EVP_DecryptUpdate through the system libcrypto.so.3 (ctypes; $CODEC_LIBCRYPTO names another copy
+to load instead). Sleeps first, so that a recorder's
 first drain has happened. Prints one JSON line: the ground truth {lib:func: [calls, input bytes]}.
 """
 import ctypes
@@ -24,7 +25,7 @@ key, nonce = os.urandom(32), os.urandom(12)
 gcm = AESGCM(key)
 sealed = gcm.encrypt(nonce, data, None)
 
-crypto = ctypes.CDLL("libcrypto.so.3")
+crypto = ctypes.CDLL(os.environ.get("CODEC_LIBCRYPTO", "libcrypto.so.3"))  # a copy: see the test
 crypto.EVP_CIPHER_CTX_new.restype = ctypes.c_void_p
 crypto.EVP_aes_256_gcm.restype = ctypes.c_void_p
 for fn in ("EVP_EncryptInit_ex", "EVP_DecryptInit_ex"):
