@@ -130,23 +130,19 @@ static inline int fly_end(u32 fn, struct fly_val *out) {
 // vector out @56, size_t elements @80, size_t elementSize @88 (gloo/allreduce.h). The payload is
 // elements * elementSize; it is cross-checked against the first buffer's own size (UnboundBuffer:
 // vptr @0, ptr @8, size @16), and a mismatch records 0 bytes and counts in up_lost[2].
+struct ar_opts { u64 in_b, in_e, in_cap, out_b, out_e, out_cap, elements, esize; };  // @32..@96
+
 int on_allreduce(struct pt_regs *ctx) {
     count_hit(LIB_TORCH, FN_ALLREDUCE);
-    u64 opts = PT_REGS_PARM1(ctx);
-    u64 elements = 0, esize = 0, vb = 0, ve = 0, buf = 0, bsize = 0;
-    bpf_probe_read_user(&elements, 8, (void *)(opts + 80));
-    bpf_probe_read_user(&esize, 8, (void *)(opts + 88));
-    bpf_probe_read_user(&vb, 8, (void *)(opts + 56));   // out.begin
-    bpf_probe_read_user(&ve, 8, (void *)(opts + 64));   // out.end
-    if (vb == ve) {                                     // no outputs: the inputs are reduced
-        bpf_probe_read_user(&vb, 8, (void *)(opts + 32));
-        bpf_probe_read_user(&ve, 8, (void *)(opts + 40));
-    }
-    if (vb != ve) {
-        bpf_probe_read_user(&buf, 8, (void *)vb);
+    struct ar_opts o = {};
+    u64 buf = 0, bsize = 0;
+    bpf_probe_read_user(&o, sizeof(o), (void *)(PT_REGS_PARM1(ctx) + 32));
+    u64 first = o.out_b != o.out_e ? o.out_b : o.in_b;   // no outputs: the inputs are reduced
+    if (first)
+        bpf_probe_read_user(&buf, 8, (void *)first);
+    if (buf)
         bpf_probe_read_user(&bsize, 8, (void *)(buf + 16));
-    }
-    u64 bytes = elements * esize;
+    u64 bytes = o.elements * o.esize;
     if (bytes == 0 || bytes != bsize) {
         up_count_lost(2);
         bytes = 0;
