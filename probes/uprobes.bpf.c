@@ -13,11 +13,17 @@
 //           marks       PERF_OUTPUT {tgid, tid, kind, ns}: one event per marker hit
 //           hits        PERCPU_ARRAY [lib * 8 + fn] -> entry hits of every process, workload or not
 //                             (user space detaches a target hit too often: each hit is a trap)
+//           tclock      LRU_HASH tid -> on-CPU clock of a thread inside a probed call: acc ns
+//                             on the CPU up to its last switch-out, since = entry time in the
+//                             current run (0: since its switch-in), depth = calls in flight
+//           last_switch PERCPU_ARRAY [0] -> when this CPU last switched tasks
 //           up_lost     ARRAY [0] stats map full, [1] inflight map full,
 //                             [2] all-reduce whose payload size failed the layout cross-check
 // Hooks:    uprobe/uretprobe pairs attached by dpuprof/record/uprobes.py once a workload process
 //           maps the library; tracepoint syscalls:sys_enter_getpgid (dpuprof.mark_step's marker);
-//           tracepoint task:task_newtask (workload membership; proc_tree owns sched_process_fork).
+//           tracepoint task:task_newtask (workload membership; proc_tree owns sched_process_fork);
+//           raw tracepoint sched_switch (on-CPU time of a call: the task switching out is the
+//           current one, so no kernel struct is read).
 // Overhead: a uprobe hit is a trap into the kernel (~1-3 us each, twice with its uretprobe), so
 //           only calls made at most thousands of times a second are probed (docs/uprobes.md).
 #include <uapi/linux/ptrace.h>
@@ -36,15 +42,18 @@
 #define KIND_DDP_STEP 1
 
 struct fly_key { u32 tid; u32 fn; };
-struct fly_val { u64 ts; u64 bytes; u64 strm; u64 total_in; };
+struct fly_val { u64 ts; u64 cpu0; u64 bytes; u64 strm; u64 total_in; };
 struct coll_key { u32 tgid; u32 tid; u32 op; u32 pad; };
 struct coll_val { u64 count; u64 bytes; u64 ns; };
 struct codec_key { u32 tgid; u32 lib; u32 fn; u32 pad; };
-struct codec_val { u64 calls; u64 bytes; u64 ns; };
+struct codec_val { u64 calls; u64 bytes; u64 ns; u64 cpu_ns; };
+struct tclock { u64 acc; u64 since; u64 depth; };
 struct mark_ev { u32 tgid; u32 tid; u32 kind; u32 pad; u64 ns; };
 
 BPF_HASH(wl, u32, u32, 65536);
 BPF_HASH(inflight, struct fly_key, struct fly_val, 16384);
+BPF_TABLE("lru_hash", u32, struct tclock, tclock, 16384);
+BPF_PERCPU_ARRAY(last_switch, u64, 1);
 BPF_HASH(coll_stats, struct coll_key, struct coll_val, 4096);
 BPF_HASH(codec_stats, struct codec_key, struct codec_val, 4096);
 BPF_PERF_OUTPUT(marks);
@@ -101,13 +110,50 @@ int on_ddp_step(struct pt_regs *ctx) {
     return 0;
 }
 
-// Entry: remember when (and what) for this thread's call of `fn`.
+static inline u64 cpu_last_switch(void) {
+    int zero = 0;
+    u64 *last = last_switch.lookup(&zero);
+    return last ? *last : 0;
+}
+
+// A tracked thread's on-CPU ns so far: what it ran before its last switch-out, plus this run.
+static inline u64 clock_now(struct tclock *c, u64 now) {
+    u64 from = cpu_last_switch();
+    if (c->since > from)
+        from = c->since;
+    return c->acc + (now > from ? now - from : 0);
+}
+
+RAW_TRACEPOINT_PROBE(sched_switch) {
+    u64 now = bpf_ktime_get_ns();
+    u32 tid = (u32)bpf_get_current_pid_tgid();   // the task switching out
+    struct tclock *c = tclock.lookup(&tid);
+    if (c) {
+        c->acc = clock_now(c, now);
+        c->since = 0;
+    }
+    int zero = 0;
+    last_switch.update(&zero, &now);
+    return 0;
+}
+
+// Entry: remember when (and what) for this thread's call of `fn`, and start its on-CPU clock.
 static inline int fly_begin(u32 fn, u64 bytes, u64 strm, u64 total_in) {
     u64 id = bpf_get_current_pid_tgid();
     if (!in_workload(id >> 32))
         return 0;
-    struct fly_key key = {.tid = (u32)id, .fn = fn};
-    struct fly_val val = {.ts = bpf_ktime_get_ns(), .bytes = bytes, .strm = strm, .total_in = total_in};
+    u32 tid = (u32)id;
+    u64 now = bpf_ktime_get_ns(), cpu0 = 0;
+    struct tclock *c = tclock.lookup(&tid);
+    if (c) {
+        cpu0 = clock_now(c, now);
+        c->depth += 1;
+    } else {
+        struct tclock init = {.acc = 0, .since = now, .depth = 1};
+        tclock.update(&tid, &init);
+    }
+    struct fly_key key = {.tid = tid, .fn = fn};
+    struct fly_val val = {.ts = now, .cpu0 = cpu0, .bytes = bytes, .strm = strm, .total_in = total_in};
     if (inflight.update(&key, &val) != 0)
         up_count_lost(1);
     return 0;
@@ -122,6 +168,18 @@ static inline int fly_end(u32 fn, struct fly_val *out) {
         return 0;
     *out = *val;
     inflight.delete(&key);
+    u32 tid = (u32)id;
+    struct tclock *c = tclock.lookup(&tid);
+    if (c) {   // out->cpu0 becomes the call's on-CPU ns
+        u64 clock = clock_now(c, bpf_ktime_get_ns());
+        out->cpu0 = clock > out->cpu0 ? clock - out->cpu0 : 0;
+        if (c->depth <= 1)
+            tclock.delete(&tid);
+        else
+            c->depth -= 1;
+    } else {
+        out->cpu0 = 0;   // evicted from the LRU: unknown, counted as 0
+    }
     return 1;
 }
 
@@ -168,7 +226,7 @@ int on_allreduce_ret(struct pt_regs *ctx) {
     return 0;
 }
 
-static inline void codec_add(u32 lib, u32 fn, u64 bytes, u64 ts) {
+static inline void codec_add(u32 lib, u32 fn, u64 bytes, u64 ts, u64 cpu_ns) {
     struct codec_key key = {.tgid = bpf_get_current_pid_tgid() >> 32, .lib = lib, .fn = fn};
     struct codec_val zero = {};
     struct codec_val *s = codec_stats.lookup_or_try_init(&key, &zero);
@@ -179,6 +237,7 @@ static inline void codec_add(u32 lib, u32 fn, u64 bytes, u64 ts) {
     __sync_fetch_and_add(&s->calls, 1);
     __sync_fetch_and_add(&s->bytes, bytes);
     __sync_fetch_and_add(&s->ns, bpf_ktime_get_ns() - ts);
+    __sync_fetch_and_add(&s->cpu_ns, cpu_ns);
 }
 
 // zlib inflate/deflate(z_streamp strm, int flush): z_stream is ABI-stable (zlib.h): next_in @0,
@@ -196,7 +255,7 @@ static inline int z_end(u32 lib, u32 fn) {
         return 0;
     u64 total_in = 0;
     bpf_probe_read_user(&total_in, 8, (void *)(v.strm + 16));
-    codec_add(lib, fn, total_in >= v.total_in ? total_in - v.total_in : 0, v.ts);
+    codec_add(lib, fn, total_in >= v.total_in ? total_in - v.total_in : 0, v.ts, v.cpu0);
     return 0;
 }
 
@@ -215,7 +274,7 @@ static inline int evp_end(u32 lib, u32 fn) {
     struct fly_val v = {};
     if (!fly_end(fn, &v))
         return 0;
-    codec_add(lib, fn, v.bytes, v.ts);
+    codec_add(lib, fn, v.bytes, v.ts, v.cpu0);
     return 0;
 }
 

@@ -118,9 +118,10 @@ class UprobeSession:
     """The uprobes BPF object, its attachments and its drains.
 
     ``drain(workload)`` returns (``collectives`` rows (pid, tid, op, count, bytes, duration_ns),
-    ``codec_calls`` rows (pid, lib, func, direction, calls, bytes, duration_ns), ``markers`` rows
+    ``codec_calls`` rows (pid, lib, func, direction, calls, bytes, duration_ns, cpu_ns), ``markers`` rows
     (pid, tid, kind, t unix s), ``lost`` rows (kind, count)) for the interval since the previous
-    drain; bytes are payload bytes (collectives: per rank per call; codecs: input bytes consumed).
+    drain; bytes are payload bytes (collectives: per rank per call; codecs: input bytes consumed);
+    duration_ns is wall time from entry to return, cpu_ns the calling thread's on-CPU time in it.
     """
 
     def __init__(self, bpf, recorder_pid: int):
@@ -241,7 +242,7 @@ class UprobeSession:
         codec = {}
         for k, v in self.bpf["codec_stats"].items():
             func, direction = FUNCS.get(k.fn, (str(k.fn), "unknown"))
-            codec[(k.tgid, LIBS.get(k.lib, str(k.lib)), func, direction)] = (v.calls, v.bytes, v.ns)
+            codec[(k.tgid, LIBS.get(k.lib, str(k.lib)), func, direction)] = (v.calls, v.bytes, v.ns, v.cpu_ns)
         lost_arr = self.bpf["up_lost"]
         lost = {kind: (int(lost_arr[ct.c_int(i)].value),) for i, kind in enumerate(LOST_KINDS)}
         lost["markers_lost"] = (self._marks_lost,)

@@ -122,10 +122,12 @@ CREATE TABLE IF NOT EXISTS collectives (
 CREATE TABLE IF NOT EXISTS markers (
     pid INTEGER NOT NULL, tid INTEGER NOT NULL, kind TEXT NOT NULL, t REAL NOT NULL);
 -- v2: cipher and codec calls (uprobes): lib ("libcrypto", "libz", ...), func, direction
--- ("encrypt", "decrypt", "compress", "decompress"), calls, input bytes, duration_ns summed.
+-- ("encrypt", "decrypt", "compress", "decompress"), calls, input bytes, duration_ns summed (wall
+-- time from entry to return) and cpu_ns (the calling thread's on-CPU time within the calls).
 CREATE TABLE IF NOT EXISTS codec_calls (
     interval INTEGER NOT NULL, pid INTEGER NOT NULL, lib TEXT NOT NULL, func TEXT NOT NULL,
-    direction TEXT NOT NULL, calls INTEGER NOT NULL, bytes INTEGER NOT NULL, duration_ns INTEGER NOT NULL);
+    direction TEXT NOT NULL, calls INTEGER NOT NULL, bytes INTEGER NOT NULL, duration_ns INTEGER NOT NULL,
+    cpu_ns INTEGER NOT NULL);
 """
 
 #: Tables the reader exposes as DataFrames, with their columns. ``stacks`` is assembled from the
@@ -154,7 +156,7 @@ TABLES = {
     "thread_category": ("interval", "tid", "subcategory", "samples"),
     "collectives": ("interval", "pid", "tid", "op", "count", "bytes", "duration_ns"),
     "markers": ("pid", "tid", "kind", "t"),
-    "codec_calls": ("interval", "pid", "lib", "func", "direction", "calls", "bytes", "duration_ns"),
+    "codec_calls": ("interval", "pid", "lib", "func", "direction", "calls", "bytes", "duration_ns", "cpu_ns"),
 }
 
 #: The schema version that added a table; a file of an older version reads it as empty.

@@ -5,7 +5,8 @@ output buffer is larger than the result), one zlib compress, one AES-256-GCM enc
 decrypt through `cryptography` (its statically linked OpenSSL), and one EVP_EncryptUpdate and one
 EVP_DecryptUpdate through the system libcrypto.so.3 (ctypes; $CODEC_LIBCRYPTO names another copy
 to load instead). Sleeps first, so that a recorder's
-first drain has happened. Prints one JSON line: the ground truth {lib:func: [calls, input bytes]}.
+first drain has happened. Prints one JSON line: the ground truth ``truth`` {lib:func: [calls, input
+bytes]} and ``cpu_s`` {lib:func: thread CPU seconds around the loop's calls (time.thread_time)}.
 """
 import ctypes
 import ctypes.util
@@ -38,21 +39,31 @@ out = ctypes.create_string_buffer(RAW + 64)
 outl = ctypes.c_int()
 
 
-def evp(init, update):
+cpu = {}  # target -> this thread's CPU seconds around the calls (time.thread_time)
+
+
+def timed(target, fn, *args):
+    t0 = time.thread_time()
+    result = fn(*args)
+    cpu[target] = cpu.get(target, 0.0) + time.thread_time() - t0
+    return result
+
+
+def evp(target, init, update):
     ctx = crypto.EVP_CIPHER_CTX_new()
     assert init(ctx, crypto.EVP_aes_256_gcm(), None, key, nonce) == 1
-    assert update(ctx, out, ctypes.byref(outl), data, RAW) == 1
+    assert timed(target, update, ctx, out, ctypes.byref(outl), data, RAW) == 1
     crypto.EVP_CIPHER_CTX_free(ctx)
 
 
 time.sleep(1.5)
 for _ in range(repeat):
-    assert zlib.decompress(comp, bufsize=RAW + 64) == data
-    zlib.compress(data, 1)
-    gcm.encrypt(nonce, data, None)
-    gcm.decrypt(nonce, sealed, None)
-    evp(crypto.EVP_EncryptInit_ex, crypto.EVP_EncryptUpdate)
-    evp(crypto.EVP_DecryptInit_ex, crypto.EVP_DecryptUpdate)
+    assert timed("libz:inflate", zlib.decompress, comp, 15, RAW + 64) == data
+    timed("libz:deflate", zlib.compress, data, 1)
+    timed("cryptography_rust:EVP_EncryptUpdate", gcm.encrypt, nonce, data, None)
+    timed("cryptography_rust:EVP_DecryptUpdate", gcm.decrypt, nonce, sealed, None)
+    evp("libcrypto:EVP_EncryptUpdate", crypto.EVP_EncryptInit_ex, crypto.EVP_EncryptUpdate)
+    evp("libcrypto:EVP_DecryptUpdate", crypto.EVP_DecryptInit_ex, crypto.EVP_DecryptUpdate)
 time.sleep(0.2)
 # The set-up above compressed and sealed `data` once more.
 truth = {"libz:inflate": [repeat, repeat * len(comp)], "libz:deflate": [None, (repeat + 1) * RAW],
@@ -60,4 +71,4 @@ truth = {"libz:inflate": [repeat, repeat * len(comp)], "libz:deflate": [None, (r
          "cryptography_rust:EVP_DecryptUpdate": [repeat, repeat * RAW],
          "libcrypto:EVP_EncryptUpdate": [repeat, repeat * RAW],
          "libcrypto:EVP_DecryptUpdate": [repeat, repeat * RAW]}
-print(json.dumps(truth))
+print(json.dumps({"truth": truth, "cpu_s": cpu}))
