@@ -106,7 +106,9 @@ def test_a_target_called_too_often_is_detached_and_says_why(tmp_path):
     status = _meta(db, "uprobes")
     assert status["libz:inflate"].startswith("detached: "), status
     assert "over the limit of 500/s" in status["libz:inflate"]
-    assert status["libz:deflate"] == "attached"  # not called: left alone
+    # Hits are counted for every process on the host (each one pays the trap), so a target that
+    # other processes call often could be detached too; all-reduces are rare enough to stay.
+    assert status["gloo::allreduce"] == "attached", status
     per_interval = dict(db.execute("SELECT interval, sum(calls) FROM codec_calls WHERE func = 'inflate' "
                                    "GROUP BY interval").fetchall())
     last = db.execute("SELECT max(interval) FROM intervals").fetchone()[0]
