@@ -147,6 +147,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "and the costliest to inflate per output byte)")
     p.add_argument("--lr", type=float, default=0.01, help="SGD learning rate")
     p.add_argument("--timeout", type=float, default=600, help="collective timeout in seconds")
+    p.add_argument("--mark-step", action="store_true",
+                   help="call dpuprof.mark_step() at each optimizer step (markers for dpuprof record)")
     args = p.parse_args(argv)
 
     d = DEFAULTS[args.variant]
@@ -621,6 +623,9 @@ def train(rank: int, world: int, args, data_path: str, local_rank: int = 0) -> d
                     loss.backward()
                 loss_sum += loss.detach()
             opt.step()
+            if args.mark_step:
+                import dpuprof  # cheap after the first step; dpuprof must be importable
+                dpuprof.mark_step()
             opt.zero_grad(set_to_none=True)
             steps += 1
             if args.steps is not None and steps >= args.steps:

@@ -60,6 +60,7 @@ class Recorder:
         self.lost_total = 0
         self._psutil_seen: set[int] = set()  # workload pids seen by psutil polling (psutil mode)
         self.workload_cpu_s = 0.0  # the workload's proc_cpu (user + system) so far, for the status line
+        self.uprobes = None  # dpuprof.record.uprobes.UprobeSession (bpf mode)
 
     # ------------------------------------------------------------------ set-up
     def _load_bpf(self):
@@ -100,6 +101,9 @@ class Recorder:
         self.net = NetDrainer(bpf) if "net_dev" in used else None
         self.sock = SockDrainer(bpf) if "sock_io" in used else None
         self.lost = LostDrainer(bpf, used)
+        if "uprobes" in used:  # uprobes hook (1/3)
+            from dpuprof.record import uprobes
+            self.uprobes = uprobes.start(bpf, os.getpid())
 
     def _check_prerequisites(self):
         if self.opts.psutil_only:
@@ -147,6 +151,7 @@ class Recorder:
             "recorder_pid": os.getpid(), "user": self.user.name if self.user else None,
             "gpu": gpu.describe(),
             "rules_sha256": None if opts.psutil_only else self.samples.classifier.digest,
+            **(self.uprobes.meta() if self.uprobes else {}),  # uprobes hook (2/3)
         }
         writer = RecordingWriter(opts.output, meta, owner)
         status = StatusLine(quiet=opts.quiet)
@@ -251,7 +256,7 @@ class Recorder:
         if self.bpf is None:
             return
         self.samples.prime()
-        for drainer in (self.softirq, self.block, self.net, self.sock, self.lost):
+        for drainer in (self.softirq, self.block, self.net, self.sock, self.lost, self.uprobes):
             if drainer is not None:
                 drainer.drain()
 
@@ -314,6 +319,7 @@ class Recorder:
 
     def _write_interval(self, writer, child, host, procs, gpu, t0, t1):
         tables: dict[str, list] = {}
+        markers: list[tuple] = []
         workload = self._workload_pids(child)
         parents = self.tree.parents() if self.bpf is not None else {}
         stacks_new = []
@@ -348,6 +354,8 @@ class Recorder:
             if self.sock:
                 tables["sock_io"] = self.sock.drain()
             tables["lost"] = self.lost.drain()
+            if self.uprobes:  # uprobes hook (3/3): collectives, codec_calls, markers, lost
+                markers = self.uprobes.contribute(tables, workload, writer)
             # Only whole samples count as lost here; a failed stack walk still counts its sample.
             self.lost_total += sum(n for kind, n in tables["lost"] if kind.startswith(("samples", "run")))
             gone = [p for p in drained["comms"] if p > 0 and not os.path.exists(f"/proc/{p}")]
@@ -359,7 +367,8 @@ class Recorder:
         tables["gpu"] = gpu.sample()
         processes = [(pid, *self.known_procs[pid]) for pid in sorted(self.dirty_procs)]
         self.dirty_procs.clear()
-        writer.write_interval(self.interval, t0, t1, tables, processes=processes, stacks=stacks_new)
+        writer.write_interval(self.interval, t0, t1, tables, processes=processes, stacks=stacks_new,
+                             markers=markers)
         self.interval += 1
 
 

@@ -10,7 +10,8 @@ consistent up to its last committed interval.
   command (list), cwd, start_time, end_time (unix s; end_time absent if cut short), complete (bool),
   exit_code, mode ("bpf" or "psutil"), sample_freq_hz, interval_s, probes_used (list),
   probes_unavailable ({probe: reason}), category_split (bool), root_pid, recorder_pid, user, gpu,
-  rules_sha256 (of the classification rules used).
+  rules_sha256 (of the classification rules used), uprobes ({target: "attached" or why not}),
+  uprobes_paths ({target: [files attached]}).
 
 Version 2 adds what the projection's critical-path model needs: per-thread scheduling of the
 workload's threads (``threads``, ``thread_time``, ``thread_wait``, ``thread_category``), collective
@@ -126,14 +127,18 @@ CREATE TABLE IF NOT EXISTS thread_category (
 CREATE TABLE IF NOT EXISTS collectives (
     interval INTEGER NOT NULL, pid INTEGER NOT NULL, tid INTEGER NOT NULL, op TEXT NOT NULL,
     count INTEGER NOT NULL, bytes INTEGER NOT NULL, duration_ns INTEGER NOT NULL);
--- v2: one row per marker hit: kind "step" (a training step began) and its unix time t.
+-- v2: one row per marker hit and its unix time t: kind "step" (dpuprof.mark_step(): a training
+-- step began) or "ddp_step" (DDP's per-iteration c10d::Reducer::prepare_for_backward, one per
+-- synchronised forward). Use "step" where present: a DDP job that also marks has both.
 CREATE TABLE IF NOT EXISTS markers (
     pid INTEGER NOT NULL, tid INTEGER NOT NULL, kind TEXT NOT NULL, t REAL NOT NULL);
 -- v2: cipher and codec calls (uprobes): lib ("libcrypto", "libz", ...), func, direction
--- ("encrypt", "decrypt", "compress", "decompress"), calls, input bytes, duration_ns summed.
+-- ("encrypt", "decrypt", "compress", "decompress"), calls, input bytes, duration_ns summed (wall
+-- time from entry to return) and cpu_ns (the calling thread's on-CPU time within the calls).
 CREATE TABLE IF NOT EXISTS codec_calls (
     interval INTEGER NOT NULL, pid INTEGER NOT NULL, lib TEXT NOT NULL, func TEXT NOT NULL,
-    direction TEXT NOT NULL, calls INTEGER NOT NULL, bytes INTEGER NOT NULL, duration_ns INTEGER NOT NULL);
+    direction TEXT NOT NULL, calls INTEGER NOT NULL, bytes INTEGER NOT NULL, duration_ns INTEGER NOT NULL,
+    cpu_ns INTEGER NOT NULL);
 """
 
 #: Tables the reader exposes as DataFrames, with their columns. ``stacks`` is assembled from the
@@ -162,7 +167,7 @@ TABLES = {
     "thread_category": ("interval", "tid", "subcategory", "samples"),
     "collectives": ("interval", "pid", "tid", "op", "count", "bytes", "duration_ns"),
     "markers": ("pid", "tid", "kind", "t"),
-    "codec_calls": ("interval", "pid", "lib", "func", "direction", "calls", "bytes", "duration_ns"),
+    "codec_calls": ("interval", "pid", "lib", "func", "direction", "calls", "bytes", "duration_ns", "cpu_ns"),
 }
 
 #: The schema version that added a table; a file of an older version reads it as empty.

@@ -1,0 +1,305 @@
+"""User-space probes: all-reduces, step markers and cipher/codec calls of the workload.
+
+uprobes attach per binary file, so a target can only be attached once a workload process maps its
+library (torch is imported after the workload starts). ``UprobeSession.drain`` rescans the
+workload's ``/proc/PID/maps`` at every interval and attaches each new library once; whether each
+target attached, or why not, is kept in ``status`` (meta key ``uprobes``). The probes themselves
+are in probes/uprobes.bpf.c; methods and costs in docs/uprobes.md.
+"""
+
+from __future__ import annotations
+
+import ctypes as ct
+import os
+import re
+import time
+from dataclasses import dataclass
+
+from dpuprof.marker import MARK_MAGIC
+
+# Function ids and library ids: keep in step with probes/uprobes.bpf.c.
+FUNCS = {0: ("allreduce", None), 1: ("inflate", "decompress"), 2: ("deflate", "compress"),
+         3: ("EVP_EncryptUpdate", "encrypt"), 4: ("EVP_DecryptUpdate", "decrypt")}
+LIBS = {0: "libz", 1: "libcrypto", 2: "cryptography_rust"}
+MARK_KINDS = {0: "step", 1: "ddp_step"}
+LOST_KINDS = ("uprobe_stats_map_full", "uprobe_inflight_map_full", "allreduce_bytes_unverified")
+
+
+@dataclass(frozen=True)
+class Target:
+    """One probe to attach: ``sym`` in a library whose file name matches ``lib_re``."""
+
+    name: str         # status key, e.g. "gloo::allreduce"
+    lib_re: str       # regular expression on the mapped file's path
+    sym: str          # symbol (mangled for C++), from .dynsym or .symtab
+    entry: str        # BPF function for the uprobe
+    ret: str | None   # BPF function for the uretprobe (None: entry only)
+    slot: int         # index in the BPF ``hits`` array: lib * 8 + fn
+
+
+_TORCH = r"/libtorch_cpu\.so$"
+_LIBZ = r"/libz\.so\.1(\.[\d.]+)?$"
+_LIBCRYPTO = r"/libcrypto\.so\.3$"
+_CRYPTO_RUST = r"/cryptography/hazmat/bindings/_rust\.abi3\.so$"
+TARGETS = (
+    Target("gloo::allreduce", _TORCH, "_ZN4gloo9allreduceERKNS_16AllreduceOptionsE",
+           "on_allreduce", "on_allreduce_ret", 24),
+    Target("c10d::Reducer::prepare_for_backward", _TORCH,
+           "_ZN4c10d7Reducer20prepare_for_backwardERKSt6vectorIN2at6TensorESaIS3_EE", "on_ddp_step", None, 29),
+    Target("libz:inflate", _LIBZ, "inflate", "on_inflate_0", "on_inflate_ret_0", 1),
+    Target("libz:deflate", _LIBZ, "deflate", "on_deflate_0", "on_deflate_ret_0", 2),
+    Target("libcrypto:EVP_EncryptUpdate", _LIBCRYPTO, "EVP_EncryptUpdate", "on_encrypt_1", "on_encrypt_ret_1", 11),
+    Target("libcrypto:EVP_DecryptUpdate", _LIBCRYPTO, "EVP_DecryptUpdate", "on_decrypt_1", "on_decrypt_ret_1", 12),
+    Target("cryptography_rust:EVP_EncryptUpdate", _CRYPTO_RUST, "EVP_EncryptUpdate",
+           "on_encrypt_2", "on_encrypt_ret_2", 19),
+    Target("cryptography_rust:EVP_DecryptUpdate", _CRYPTO_RUST, "EVP_DecryptUpdate",
+           "on_decrypt_2", "on_decrypt_ret_2", 20),
+)
+NOT_LOADED = "library not loaded by the workload"
+ATTACHED = "attached"
+DETACHED = "detached"
+#: Most entry hits per second (all processes) a target may take before it is detached: each hit is
+#: a trap of ~6-8 us on the reference VM (docs/uprobes.md), so 2000/s costs at most ~1.6 % of a CPU.
+MAX_HZ_ENV = "DPUPROF_UPROBE_MAX_HZ"
+DEFAULT_MAX_HZ = 2000.0
+
+
+def max_hits_per_s() -> float:
+    """The detach threshold: ``DPUPROF_UPROBE_MAX_HZ`` (a positive number) or DEFAULT_MAX_HZ."""
+    from dpuprof.errors import UserError
+
+    raw = os.environ.get(MAX_HZ_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_HZ
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise UserError(f"{MAX_HZ_ENV}: expected a positive number of hits per second, got {raw!r}")
+    return value
+
+
+def over_limit(hits: dict[int, int], elapsed_s: float, limit_hz: float) -> dict[int, float]:
+    """{slot: hits per second} of the slots whose rate over ``elapsed_s`` exceeds ``limit_hz``."""
+    if elapsed_s <= 0:
+        return {}
+    return {slot: n / elapsed_s for slot, n in hits.items() if n / elapsed_s > limit_hz}
+
+
+def mapped_files(maps_text: str) -> set[str]:
+    """Paths of the files mapped executable in a ``/proc/PID/maps`` text (deleted files skipped)."""
+    out = set()
+    for line in maps_text.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) == 6 and "x" in parts[1] and parts[5].startswith("/") and not parts[5].endswith(" (deleted)"):
+            out.add(parts[5])
+    return out
+
+
+def match_targets(paths: set[str]) -> list[tuple[Target, str]]:
+    """(target, path) for every target whose library is among ``paths``."""
+    return [(t, p) for t in TARGETS for p in sorted(paths) if re.search(t.lib_re, p)]
+
+
+def clock_offset_s() -> float:
+    """time.time() - CLOCK_MONOTONIC (bpf_ktime_get_ns's clock), from the tightest of a few reads."""
+    best = None
+    for _ in range(5):
+        a = time.monotonic_ns()
+        wall = time.time()
+        b = time.monotonic_ns()
+        if best is None or b - a < best[0]:
+            best = (b - a, wall - (a + b) / 2e9)
+    return best[1]
+
+
+class UprobeSession:
+    """The uprobes BPF object, its attachments and its drains.
+
+    ``drain(workload)`` returns (``collectives`` rows (pid, tid, op, count, bytes, duration_ns),
+    ``codec_calls`` rows (pid, lib, func, direction, calls, bytes, duration_ns, cpu_ns), ``markers`` rows
+    (pid, tid, kind, t unix s), ``lost`` rows (kind, count)) for the interval since the previous
+    drain; bytes are payload bytes (collectives: per rank per call; codecs: input bytes consumed);
+    duration_ns is wall time from entry to return, cpu_ns the calling thread's on-CPU time in it.
+    """
+
+    def __init__(self, bpf, recorder_pid: int):
+        """``bpf``: a loaded bcc BPF object holding probes/uprobes.bpf.c (alone or with others)."""
+        self.bpf = bpf
+        self.bpf["wl"][ct.c_uint32(recorder_pid)] = ct.c_uint32(2)  # followed, not counted
+        self.offset_s = clock_offset_s()
+        self.status: dict[str, str] = {t.name: NOT_LOADED for t in TARGETS}
+        self.paths: dict[str, list[str]] = {}  # target name -> files it is attached to
+        self.limit_hz = max_hits_per_s()
+        self.last_drain = time.monotonic()
+        self.tried_paths: set[str] = set()
+        self.tried_inodes: set[tuple[int, int]] = set()
+        self._marks: list[tuple] = []
+        self._marks_lost = 0
+        self.bpf["marks"].open_perf_buffer(self._on_mark, page_cnt=64, lost_cb=self._on_lost)
+        from dpuprof.record.drain import _Cumulative
+        self.cum = {"coll": _Cumulative(), "codec": _Cumulative(), "lost": _Cumulative(), "hits": _Cumulative()}
+
+    def _on_mark(self, _cpu, data, _size):
+        ev = self.bpf["marks"].event(data)
+        self._marks.append((ev.tgid, ev.tid, MARK_KINDS.get(ev.kind, str(ev.kind)), ev.ns / 1e9 + self.offset_s))
+
+    def _on_lost(self, n):
+        self._marks_lost += n
+
+    def attach_new(self, pids) -> bool:
+        """Attach the targets of libraries newly mapped by ``pids``; True when ``status`` changed."""
+        paths: set[str] = set()
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/maps") as fh:
+                    files = mapped_files(fh.read())
+            except OSError:
+                continue  # exited, or not ours to read
+            # A file of another mount namespace is reached through the process's root.
+            paths |= {f if os.path.exists(f) else f"/proc/{pid}/root{f}" for f in files}
+        return self.attach_paths(paths)
+
+    def attach_paths(self, paths: set[str]) -> bool:
+        """Attach every target whose library is in ``paths`` (each file once); True on a change."""
+        new = paths - self.tried_paths
+        self.tried_paths |= new
+        changed = False
+        for target, path in match_targets(self._new_files(new)):
+            if self.status[target.name].startswith(DETACHED):
+                continue  # too hot: stays off
+            result = self._attach(target, path)
+            if result == ATTACHED:
+                self.paths.setdefault(target.name, []).append(path)
+            if result == ATTACHED or self.status[target.name] != ATTACHED:
+                self.status[target.name] = result  # one file attached is enough to say "attached"
+            changed = True
+        return changed
+
+    def _new_files(self, paths: set[str]) -> set[str]:
+        """``paths`` less those naming a file already seen under another name (a symlink, another
+        process's root): a uprobe belongs to the file, and attaching it twice would count twice."""
+        out = set()
+        for path in sorted(paths):
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) not in self.tried_inodes:
+                self.tried_inodes.add((st.st_dev, st.st_ino))
+                out.add(path)
+        return out
+
+    def _attach(self, target: Target, path: str) -> str:
+        try:
+            self.bpf.attach_uprobe(name=path, sym=target.sym, fn_name=target.entry)
+        except Exception as err:  # bcc raises a bare Exception when the symbol is absent
+            return f"{path}: {str(err).splitlines()[0][:160]}"
+        if target.ret:
+            try:
+                self.bpf.attach_uretprobe(name=path, sym=target.sym, fn_name=target.ret)
+            except Exception as err:
+                self.bpf.detach_uprobe(name=path, sym=target.sym)
+                return f"{path}: uretprobe: {str(err).splitlines()[0][:160]}"
+        return ATTACHED
+
+    def _detach_hot(self) -> bool:
+        """Detach every target hit more than ``limit_hz`` times a second since the last drain;
+        True when one was. Its status says so, with the rate seen."""
+        now = time.monotonic()
+        elapsed, self.last_drain = now - self.last_drain, now
+        table = self.bpf["hits"]
+        cur = {t.slot: (int(table.sum(ct.c_int(t.slot)).value),) for t in TARGETS}
+        hits = {slot: n for slot, (n,) in self.cum["hits"].deltas(cur).items()}
+        hot = over_limit(hits, elapsed, self.limit_hz)
+        changed = False
+        for target in TARGETS:
+            if target.slot not in hot or target.name not in self.paths:
+                continue
+            for path in self.paths.pop(target.name):
+                for detach in ((self.bpf.detach_uprobe,) + ((self.bpf.detach_uretprobe,) if target.ret else ())):
+                    try:
+                        detach(name=path, sym=target.sym)
+                    except Exception:  # already gone with its file; nothing left to stop
+                        pass
+            self.status[target.name] = (f"{DETACHED}: {hot[target.slot]:.0f} calls/s, over the limit of "
+                                        f"{self.limit_hz:.0f}/s ({MAX_HZ_ENV}); each call is a trap")
+            changed = True
+        return changed
+
+    def prime(self) -> None:
+        """Take the baselines now and drop marks so far, so the first interval starts now."""
+        self.drain()
+
+    def drain(self, workload=()) -> tuple[list, list, list, list]:
+        self._detach_hot()
+        self.attach_new(workload)
+        self.bpf.perf_buffer_poll(timeout=0)
+        marks, self._marks = self._marks, []
+        coll = {(k.tgid, k.tid, FUNCS[k.op][0]): (v.count, v.bytes, v.ns)
+                for k, v in self.bpf["coll_stats"].items()}
+        codec = {}
+        for k, v in self.bpf["codec_stats"].items():
+            func, direction = FUNCS.get(k.fn, (str(k.fn), "unknown"))
+            codec[(k.tgid, LIBS.get(k.lib, str(k.lib)), func, direction)] = (v.calls, v.bytes, v.ns, v.cpu_ns)
+        lost_arr = self.bpf["up_lost"]
+        lost = {kind: (int(lost_arr[ct.c_int(i)].value),) for i, kind in enumerate(LOST_KINDS)}
+        lost["markers_lost"] = (self._marks_lost,)
+        coll_rows = [(*k, *v) for k, v in sorted(self.cum["coll"].deltas(coll).items())]
+        codec_rows = [(*k, *v) for k, v in sorted(self.cum["codec"].deltas(codec).items())]
+        lost_rows = [(k, n) for k, (n,) in sorted(self.cum["lost"].deltas(lost).items())]
+        return coll_rows, codec_rows, sorted(marks, key=lambda m: m[3]), lost_rows
+
+    def contribute(self, tables: dict, workload, writer) -> list[tuple]:
+        """Add this interval's collectives, codec_calls and lost rows to ``tables``; return markers.
+        A change in what is attached is written to ``writer``'s meta key ``uprobes`` at once."""
+        before = self.meta()
+        coll, codec, marks, lost = self.drain(workload)
+        if self.meta() != before:
+            writer.set_meta(**self.meta())
+        tables["collectives"] = coll
+        tables["codec_calls"] = codec
+        tables["lost"] = list(tables.get("lost", [])) + lost
+        return marks
+
+    def meta(self) -> dict:
+        """Meta keys: ``uprobes`` {target: "attached" or why not}, ``uprobes_paths`` {target: [files]}."""
+        return {"uprobes": dict(self.status), "uprobes_paths": {k: list(v) for k, v in self.paths.items()}}
+
+
+
+def start(bpf, recorder_pid: int) -> UprobeSession:
+    """A session over ``bpf`` (which holds the uprobes program), with the libraries findable now
+    already attached (``known_paths``)."""
+    session = UprobeSession(bpf, recorder_pid)
+    session.attach_paths(known_paths())
+    return session
+
+
+def known_paths() -> set[str]:
+    """Target libraries findable before the workload starts: this interpreter's torch and
+    cryptography packages (found without importing them) and the libz/libcrypto it maps itself.
+    Attaching them now catches calls made before the first drain; uprobes follow the file, so
+    any process that maps it later is covered (the BPF side keeps only the workload's)."""
+    import importlib.util
+    import zlib  # noqa: F401  (maps libz.so.1 into this process where the module links it)
+
+    try:
+        import _hashlib  # noqa: F401  (maps libcrypto)
+    except ImportError:
+        pass
+    with open("/proc/self/maps") as fh:
+        paths = mapped_files(fh.read())
+    for pkg, rel in (("torch", "lib/libtorch_cpu.so"), ("cryptography", "hazmat/bindings/_rust.abi3.so")):
+        try:
+            spec = importlib.util.find_spec(pkg)
+        except (ImportError, ValueError):
+            continue
+        for root in (spec.submodule_search_locations or []) if spec else []:
+            if os.path.exists(os.path.join(root, rel)):
+                paths.add(os.path.realpath(os.path.join(root, rel)))
+    return paths
+
+
+__all__ = ["TARGETS", "UprobeSession", "mapped_files", "match_targets", "start", "MARK_MAGIC"]
