@@ -5,6 +5,11 @@ tracepoints are missing on this kernel are skipped and reported as unavailable w
 the rest compile together in one bcc invocation (about 1 s), falling back to one at a time when the
 combined program fails, so one bad probe never costs the others.
 
+A probe may ``need`` another (its maps are shared by name in the combined program; compiled alone
+it is compiled with what it needs), and may attach functions to tracepoints by name (``attach``:
+for a tracepoint another probe already handles with ``TRACEPOINT_PROBE``), reading the fields
+named in ``fields`` at the offsets tracefs gives, passed as ``TPOFF_<event>_<field>`` macros.
+
 Test knob: ``DPUPROF_MAP_ENTRIES=counts=8,stacks0=4`` overrides the ``max_entries`` of the named
 hash and stack-trace maps, so tests can make maps overflow and check that the loss is counted.
 """
@@ -27,7 +32,14 @@ class Probe:
     file: str
     tracepoints: tuple[str, ...] = ()
     perf_event: bool = False
+    needs: tuple[str, ...] = ()  # probes whose maps this one uses
+    attach: tuple[tuple[str, str], ...] = ()  # (tracepoint, function) attached by name
+    fields: tuple[tuple[str, str, int], ...] = ()  # (tracepoint, field, size in bytes) read by offset
 
+
+# Interrupt-handler edges: sched_wait charges wake-ups between them to "interrupt" (waker 0).
+_IRQ_EDGES = ("irq:irq_handler_entry", "irq:irq_handler_exit", "timer:hrtimer_expire_entry",
+              "timer:hrtimer_expire_exit", "irq:softirq_entry", "irq:softirq_exit")
 
 PROBES = (
     Probe("proc_tree", "proc_tree.bpf.c", ("sched:sched_process_fork",)),
@@ -36,6 +48,13 @@ PROBES = (
     Probe("block_io", "block_io.bpf.c", ("block:block_rq_issue", "block:block_rq_complete")),
     Probe("net_dev", "net_dev.bpf.c", ("net:net_dev_xmit", "net:netif_receive_skb", "tcp:tcp_retransmit_skb")),
     Probe("sock_io", "sock_io.bpf.c", ("sock:sock_send_length", "sock:sock_recv_length")),
+    Probe("sched_wait", "sched_wait.bpf.c",
+          ("sched:sched_switch", "sched:sched_waking", "sched:sched_wakeup_new", *_IRQ_EDGES),
+          needs=("proc_tree",),
+          attach=(("sched:sched_switch", "sw_switch"),
+                  *((tp, "sw_irq_enter" if tp.endswith("entry") else "sw_irq_exit") for tp in _IRQ_EDGES)),
+          fields=(("sched:sched_switch", "prev_comm", 16), ("sched:sched_switch", "prev_pid", 4),
+                  ("sched:sched_switch", "prev_state", 8), ("sched:sched_switch", "next_pid", 4))),
 )
 PROBE_NAMES = tuple(p.name for p in PROBES)
 REQUIRED = ("proc_tree", "cpu_sample")  # without these there is no workload or category split
@@ -90,8 +109,30 @@ def map_entries_override() -> dict[str, int]:
     return out
 
 
+def field_offset(tp: str, field: str) -> tuple[int, int] | None:
+    """(offset, size) of ``field`` in tracepoint ``tp``'s record, from its tracefs format; None if absent."""
+    root = tracefs()
+    category, name = tp.split(":", 1)
+    try:
+        text = (root / "events" / category / name / "format").read_text() if root else ""
+    except OSError:
+        return None
+    m = re.search(r"field:[^;]*[\s*]" + re.escape(field) + r"(?:\[\d+\])?;\s*offset:(\d+);\s*size:(\d+);", text)
+    return (int(m[1]), int(m[2])) if m else None
+
+
+def _field_defines(probe: Probe) -> str:
+    lines = []
+    for tp, field, size in probe.fields:
+        found = field_offset(tp, field)
+        if found is None or found[1] != size:
+            raise ValueError(f"{tp} field {field}: expected {size} bytes, tracefs has {found}")
+        lines.append(f"#define TPOFF_{tp.split(':', 1)[1]}_{field} {found[0]}")
+    return "\n".join(lines) + "\n" if lines else ""
+
+
 def _source(probe: Probe) -> str:
-    text = (probe_dir() / probe.file).read_text()
+    text = _field_defines(probe) + (probe_dir() / probe.file).read_text()
     for name, size in map_entries_override().items():
         text = re.sub(_SIZED_MAP.format(name=re.escape(name)), lambda m: f"{m[1]}{size}{m[3]}", text)
     return text
@@ -116,23 +157,50 @@ def load(bpf_cls, wanted: list[str]) -> tuple[object | None, list[str], dict[str
             unavailable[probe.name] = "tracepoint missing on this kernel: " + ", ".join(missing)
         else:
             candidates.append(probe)
+    candidates = _with_needs(candidates, unavailable)
     if not candidates:
         return None, [], unavailable
     try:
-        bpf = bpf_cls(text="\n".join(_source(p) for p in candidates), cflags=CFLAGS)
-        return bpf, [p.name for p in candidates], unavailable
+        return _build(bpf_cls, candidates), [p.name for p in candidates], unavailable
     except Exception:  # bcc raises a bare Exception on compile/load failure
         pass
-    # Find the culprit(s) one by one, then load the survivors together.
+    # Find the culprit(s) one by one (each with what it needs), then load the survivors together.
+    by_name = {p.name: p for p in PROBES}
     good = []
     for probe in candidates:
         try:
-            trial = bpf_cls(text=_source(probe), cflags=CFLAGS)
+            trial = _build(bpf_cls, [by_name[n] for n in probe.needs] + [probe])
             trial.cleanup()
             good.append(probe)
         except Exception as err:
             unavailable[probe.name] = f"failed to compile or load: {str(err).splitlines()[0][:200]}"
+    good = _with_needs(good, unavailable)
     if not good:
         return None, [], unavailable
-    bpf = bpf_cls(text="\n".join(_source(p) for p in good), cflags=CFLAGS)
-    return bpf, [p.name for p in good], unavailable
+    return _build(bpf_cls, good), [p.name for p in good], unavailable
+
+
+def _with_needs(probes: list[Probe], unavailable: dict[str, str]) -> list[Probe]:
+    """``probes`` less those needing one that is not among them (reported in ``unavailable``)."""
+    names = {p.name for p in probes}
+    out = []
+    for probe in probes:
+        missing = [n for n in probe.needs if n not in names]
+        if missing:
+            unavailable.setdefault(probe.name, "needs probe " + ", ".join(missing) + ", unavailable")
+        else:
+            out.append(probe)
+    return out
+
+
+def _build(bpf_cls, probes: list[Probe]):
+    """One bcc program of ``probes`` (in order), with their by-name attachments made."""
+    bpf = bpf_cls(text="\n".join(_source(p) for p in probes), cflags=CFLAGS)
+    try:
+        for probe in probes:
+            for tp, fn in probe.attach:
+                bpf.attach_tracepoint(tp=tp, fn_name=fn)
+    except Exception:
+        bpf.cleanup()
+        raise
+    return bpf
