@@ -14,9 +14,10 @@
 //           sw_irq      PERCPU_ARRAY [0] = interrupt-handler nesting depth on this CPU
 //           sw_lost     ARRAY [0] = thread events lost (sw_threads full),
 //                             [1] = waits lost (sw_waits full),
-//                             [2] = wake-ups seen before the sleeper's switch-out (the waker raced
-//                                   the sleeper's schedule(); the few us until its switch-in are
-//                                   not a recorded wait)
+//                             [2] = wake-ups not seen (the kernel skipped sched_waking while
+//                                   another BPF program ran on that CPU, or the waker raced the
+//                                   sleeper's schedule()): that wait is recorded up to the
+//                                   switch-in, with waker -1 (unknown)
 // States:   1 "sleep" (TASK_INTERRUPTIBLE, S), 2 "io" (TASK_UNINTERRUPTIBLE, D), 3 "other"
 //           (stopped, traced, parked). A switch-out with prev_state R (preempted, or a yield) is
 //           run-queue time, not a wait: /proc's schedstat counts it as run delay.
@@ -42,6 +43,7 @@
 #define SW_SLEEP 1
 #define SW_IO 2
 #define SW_OTHER 3
+#define SW_UNKNOWN 0xffffffff  // waker not seen (user space writes -1)
 // prev_state as sched_switch reports it: a bit per state letter (1 << task_state_index), 0 for R;
 // preemption sets bit 0x100 (R+), masked off below.
 #define SW_STATE_S 0x01
@@ -89,6 +91,22 @@ static inline struct sw_thread *sw_get(u32 tid) {
     return t;
 }
 
+// Ends the wait of thread `tid` (entry `t`) at `now`, charging it to the waker.
+static inline void sw_add_wait(u32 tid, struct sw_thread *t, u32 waker_tgid, u32 waker_tid, u64 now) {
+    struct sw_wait_key key = {.tid = tid, .tgid = t->tgid, .state = t->wait_state,
+                              .waker_tgid = waker_tgid, .waker_tid = waker_tid};
+    u64 ns = now - t->wait_ts;
+    t->wait_ts = 0;
+    struct sw_wait_val init = {};
+    struct sw_wait_val *v = sw_waits.lookup_or_try_init(&key, &init);
+    if (v) {
+        __sync_fetch_and_add(&v->ns, ns);
+        __sync_fetch_and_add(&v->count, 1);
+    } else {
+        sw_count_lost(1);
+    }
+}
+
 int sw_switch(void *ctx) {
     u64 now = bpf_ktime_get_ns();
     int zero = 0;
@@ -126,7 +144,10 @@ int sw_switch(void *ctx) {
     }
     struct sw_thread *n = next ? sw_threads.lookup(&next) : 0;
     if (n && n->wait_ts) {
-        n->wait_ts = 0;  // switched in without a sched_waking after its switch-out (a race)
+        // Switched in with no sched_waking seen since its switch-out: the kernel skipped that
+        // program (recursion), or the waker raced the sleeper's schedule(). The wait is kept,
+        // up to this switch-in, with waker "unknown".
+        sw_add_wait(next, n, SW_UNKNOWN, SW_UNKNOWN, now);
         sw_count_lost(2);
     }
     return 0;
@@ -141,19 +162,8 @@ TRACEPOINT_PROBE(sched, sched_waking) {
     int zero = 0;
     u32 *depth = sw_irq.lookup(&zero);
     u64 waker = (depth && *depth) ? 0 : bpf_get_current_pid_tgid();
-    struct sw_wait_key key = {.tid = tid, .tgid = t->tgid, .state = t->wait_state,
-                              .waker_tgid = waker >> 32, .waker_tid = (u32)waker};
-    u64 ns = now - t->wait_ts;
-    t->wait_ts = 0;
+    sw_add_wait(tid, t, waker >> 32, (u32)waker, now);
     t->runq_ts = now;
-    struct sw_wait_val init = {};
-    struct sw_wait_val *v = sw_waits.lookup_or_try_init(&key, &init);
-    if (v) {
-        __sync_fetch_and_add(&v->ns, ns);
-        __sync_fetch_and_add(&v->count, 1);
-    } else {
-        sw_count_lost(1);
-    }
     return 0;
 }
 
