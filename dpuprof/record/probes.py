@@ -117,7 +117,13 @@ def field_offset(tp: str, field: str) -> tuple[int, int] | None:
         text = (root / "events" / category / name / "format").read_text() if root else ""
     except OSError:
         return None
-    m = re.search(r"field:[^;]*[\s*]" + re.escape(field) + r"(?:\[\d+\])?;\s*offset:(\d+);\s*size:(\d+);", text)
+    return parse_field(text, field)
+
+
+def parse_field(format_text: str, field: str) -> tuple[int, int] | None:
+    """(offset, size) of ``field`` in a tracefs ``format`` file's text; None if absent."""
+    m = re.search(r"field:[^;]*[\s*]" + re.escape(field) + r"(?:\[\d+\])?;\s*offset:(\d+);\s*size:(\d+);",
+                  format_text)
     return (int(m[1]), int(m[2])) if m else None
 
 
