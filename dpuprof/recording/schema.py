@@ -99,6 +99,8 @@ CREATE TABLE IF NOT EXISTS threads (
 -- A thread's last partial interval (it exited, /proc no longer shows it) and the life of a thread
 -- shorter than an interval come from the sched_wait probe's counters; without that probe they
 -- are missing and counted in lost as "thread_exit_unaccounted" (dpuprof/record/threads.py).
+-- off_cpu_ns also holds each wake-up's latency (from sched_waking until the wakee is queued on
+-- its CPU, e.g. an IPI to an idle vCPU), which neither runq_ns nor thread_wait counts.
 CREATE TABLE IF NOT EXISTS thread_time (
     interval INTEGER NOT NULL, tid INTEGER NOT NULL, on_cpu_ns INTEGER NOT NULL,
     runq_ns INTEGER NOT NULL, off_cpu_ns INTEGER NOT NULL);
