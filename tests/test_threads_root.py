@@ -139,3 +139,21 @@ def test_sched_wait_survives_the_one_by_one_fallback(monkeypatch, tmp_path):
         bpf.cleanup()
     bpf, used, unavailable = probes.load(import_bcc().BPF, ["sched_wait"])  # its dependency not asked for
     assert bpf is None and used == [] and "needs probe proc_tree" in unavailable["sched_wait"]
+
+
+def test_wait_map_overflow_is_counted(tmp_path):
+    out = tmp_path / "full.rec"
+    env = dict(os.environ, DPUPROF_MAP_ENTRIES="sw_waits=2")
+    script = ("import threading, time\n"
+              "def f():\n    for _ in range(20): time.sleep(0.005)\n"
+              "ts = [threading.Thread(target=f) for _ in range(4)]\n"
+              "[t.start() for t in ts]; [t.join() for t in ts]\n")
+    proc = dpuprof("record", "-q", "-o", out, "--", PYTHON, "-c", script, env=env, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    rec = load(out)
+    lost = rec.table("lost").groupby("kind")["count"].sum()
+    waits = rec.table("thread_wait")
+    keys = waits.groupby(["tid", "state", "waker_pid", "waker_tid"]).ngroups
+    print(f"{keys} wait keys kept, wait_map_full {lost.get('wait_map_full', 0)}")
+    assert keys <= 2  # the map held two keys (other tree tasks may take them)
+    assert lost.get("wait_map_full", 0) >= 4 * 20 - 2 * 20  # the other threads' sleeps were all refused
