@@ -100,7 +100,7 @@ def test_thread_time_adds_up_to_each_thread_life_and_matches_its_waits(recorded)
         # are measured independently; they agree once every wait has ended (all have, at exit),
         # except that off-CPU time also holds what schedstat's run delay misses of each wake-up's
         # way back to a CPU (from sched_waking until the wakee is queued: an IPI to a remote, maybe
-        # idle, vCPU): measured here at ~5 us per wake-up for the io thread and up to ~0.3 ms for
+        # idle, vCPU): measured here at 2-5 us per wake-up for the io thread and up to ~0.3 ms for
         # the CPU-bound helper on this loaded 2-vCPU VM, hence 1 ms per wake-up of slack.
         off = per.loc[tid].off_cpu_ns
         print(f"{name}: off {off / MS:.1f} ms, waits {waits[tid] / MS:.1f} ms in {wakeups[tid]} wake-ups")
