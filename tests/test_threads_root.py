@@ -157,3 +157,26 @@ def test_wait_map_overflow_is_counted(tmp_path):
     print(f"{keys} wait keys kept, wait_map_full {lost.get('wait_map_full', 0)}")
     assert keys <= 2  # the map held two keys (other tree tasks may take them)
     assert lost.get("wait_map_full", 0) >= 4 * 20 - 2 * 20  # the other threads' sleeps were all refused
+
+
+def test_by_name_attachments_leave_nothing_attached_after_cleanup():
+    # sched_wait attaches beside cpu_sample's and softirq's programs on the same tracepoints; bcc
+    # keeps one fd per tracepoint name, so each must stay reachable for cleanup() to close it.
+    from dpuprof.record import probes
+    from dpuprof.record.bcc_loader import import_bcc
+
+    bpf, used, _ = probes.load(import_bcc().BPF, ["proc_tree", "cpu_sample", "softirq", "sched_wait"])
+    assert "sched_wait" in used
+    fds = list(bpf.tracepoint_fds.values())
+    by_name = sum(len(p.attach) for p in probes.PROBES if p.name in used)
+    auto = sum(1 for f in bpf.funcs if f.startswith(b"tracepoint__"))  # TRACEPOINT_PROBEs
+    assert len(set(fds)) == len(fds) == auto + by_name
+    bpf.cleanup()
+    still_open = []
+    for fd in fds:
+        try:
+            os.fstat(fd)
+            still_open.append(fd)
+        except OSError:
+            pass
+    assert not still_open

@@ -205,8 +205,25 @@ def _build(bpf_cls, probes: list[Probe]):
     try:
         for probe in probes:
             for tp, fn in probe.attach:
-                bpf.attach_tracepoint(tp=tp, fn_name=fn)
+                _attach_by_name(bpf, tp, fn)
     except Exception:
         bpf.cleanup()
         raise
     return bpf
+
+
+def _attach_by_name(bpf, tp: str, fn: str) -> None:
+    """Attach function ``fn`` to tracepoint ``tp`` beside any program already there.
+
+    bcc keeps one perf-event fd per tracepoint name in ``tracepoint_fds``, so a second attachment
+    would overwrite the first one's fd and ``cleanup()`` would never close it (that program would
+    stay attached until the process exits). The new fd is kept under its own key ``tp/fn``
+    instead; cleanup closes it all the same (it splits keys at ':' only to call libbcc's
+    bpf_detach_tracepoint, which does nothing for perf-event attachments).
+    """
+    key = tp.encode()
+    before = bpf.tracepoint_fds.get(key)
+    bpf.attach_tracepoint(tp=tp, fn_name=fn)
+    bpf.tracepoint_fds[key + b"/" + fn.encode()] = bpf.tracepoint_fds.pop(key)
+    if before is not None:
+        bpf.tracepoint_fds[key] = before
