@@ -60,6 +60,15 @@ def _bt(tid, on, runq, born=None, exited=None, pid=1, comm="worker"):
     return BpfThread(tid=tid, pid=pid, born=born, exited=exited, on_cpu_ns=on, runq_ns=runq, comm=comm)
 
 
+def test_time_rows_zombie_leader_lives_until_its_exit_and_then_gets_no_rows():
+    rows = time_rows(10.0, 11.0, alive={1: (50 * MS, 0)}, prev_alive={1: (40 * MS, 0)}, gone={}, born={},
+                     exited={1: 10.2})
+    assert rows == [(1, 10 * MS, 0, 190 * MS)]
+    rows = time_rows(11.0, 12.0, alive={1: (50 * MS, 0)}, prev_alive={1: (50 * MS, 0)}, gone={}, born={},
+                     exited={1: 10.2})
+    assert rows == []
+
+
 def test_exiting_thread_gets_its_last_partial_interval_from_the_probe():
     maps = FakeMaps()
     rec = ThreadRecorder(maps)

@@ -48,14 +48,17 @@ def _lived_ns(t0: float, t1: float, born: float | None, exited: float | None) ->
 
 
 def time_rows(t0: float, t1: float, alive: dict[int, tuple[int, int]], prev_alive: dict[int, tuple[int, int]],
-              gone: dict[int, tuple[int, int, float | None, float]], born: dict[int, float]) -> list[tuple]:
+              gone: dict[int, tuple[int, int, float | None, float]], born: dict[int, float],
+              exited: dict[int, float] | None = None) -> list[tuple]:
     """thread_time rows (tid, on_cpu_ns, runq_ns, off_cpu_ns) of interval [t0, t1] (unix s).
 
     ``alive``: {tid: (on_cpu_ns, runq_ns)} cumulative readings at t1 of the threads alive then;
     ``prev_alive``: the same at t0 (a thread absent there began within the interval, its
     counters from 0). ``gone``: threads that exited within the interval, {tid: (on_cpu_ns,
     runq_ns, born or None, exit time)} with their counters' increase since t0 (or since birth).
-    ``born``: unix birth times of threads that may have begun within the interval. off_cpu_ns is
+    ``born``: unix birth times of threads that may have begun within the interval; ``exited``:
+    exit times of threads /proc still shows (a zombie process's leader). A thread accounted up
+    to its exit before (an exit time before t0, nothing new) gets no row. off_cpu_ns is
     the part of the interval the thread lived minus on_cpu_ns and runq_ns, clipped at 0 (the
     readings are taken a little after t1, so a busy thread can show slightly more than it lived).
     """
@@ -63,11 +66,13 @@ def time_rows(t0: float, t1: float, alive: dict[int, tuple[int, int]], prev_aliv
     for tid, (on, runq) in sorted(alive.items()):
         p_on, p_runq = prev_alive.get(tid, (0, 0))
         d_on, d_runq = max(0, on - p_on), max(0, runq - p_runq)
-        lived = _lived_ns(t0, t1, born.get(tid), None)
-        rows.append((tid, d_on, d_runq, max(0, lived - d_on - d_runq)))
+        lived = _lived_ns(t0, t1, born.get(tid), (exited or {}).get(tid))
+        if lived or d_on or d_runq:
+            rows.append((tid, d_on, d_runq, max(0, lived - d_on - d_runq)))
     for tid, (d_on, d_runq, t_born, t_exit) in sorted(gone.items()):
         lived = _lived_ns(t0, t1, t_born, t_exit)
-        rows.append((tid, d_on, d_runq, max(0, lived - d_on - d_runq)))
+        if lived or d_on or d_runq:
+            rows.append((tid, d_on, d_runq, max(0, lived - d_on - d_runq)))
     return rows
 
 
@@ -180,7 +185,8 @@ class ThreadRecorder:
                 if t is not None:
                     self.born[tid] = t
         gone, finished = self._gone(t1, workload, alive, bpf_threads)
-        rows = time_rows(t0, t1, alive, self.prev_alive, gone, self.born)
+        exits = {tid: b.exited for tid, b in bpf_threads.items() if tid in alive and b.exited}
+        rows = time_rows(t0, t1, alive, self.prev_alive, gone, self.born, exits)
         # Gone from /proc with no exit recorded by the probe: its last partial interval is lost.
         lost = sum(1 for tid in self.prev_alive if tid not in alive and tid not in gone
                    and (tid not in bpf_threads or bpf_threads[tid].exited is None))
