@@ -16,9 +16,11 @@ hash and stack-trace maps, so tests can make maps overflow and check that the lo
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -202,6 +204,8 @@ def _with_needs(probes: list[Probe], unavailable: dict[str, str]) -> list[Probe]
 def _build(bpf_cls, probes: list[Probe]):
     """One bcc program of ``probes`` (in order), with their by-name attachments made."""
     bpf = bpf_cls(text="\n".join(_source(p) for p in probes), cflags=CFLAGS)
+    if hasattr(bpf, "tracepoint_fds"):
+        bpf.cleanup = functools.partial(_cleanup_in_parallel, bpf, bpf.cleanup)
     try:
         for probe in probes:
             for tp, fn in probe.attach:
@@ -210,6 +214,24 @@ def _build(bpf_cls, probes: list[Probe]):
         bpf.cleanup()
         raise
     return bpf
+
+
+def _cleanup_in_parallel(bpf, cleanup) -> None:
+    """``bpf.cleanup()``, detaching the tracepoints from parallel threads first.
+
+    bcc detaches them one at a time, and each detach waits for an RCU grace period (about 65 ms
+    each on the loaded 2-vCPU development VM: 1.3 s for the 20 tracepoint attachments of all
+    probes, every time a recording ends); closing the perf-event fds concurrently lets those waits
+    overlap (0.6-0.8 s there). libbcc's bpf_detach_tracepoint, which bcc also calls, does nothing.
+    """
+    from bcc.libbcc import lib  # bcc is importable: a BPF object exists
+
+    fds = list(bpf.tracepoint_fds.values())
+    bpf.tracepoint_fds.clear()
+    if fds:
+        with ThreadPoolExecutor(min(len(fds), 32)) as pool:
+            list(pool.map(lib.bpf_close_perf_event_fd, fds))
+    cleanup()
 
 
 def _attach_by_name(bpf, tp: str, fn: str) -> None:
