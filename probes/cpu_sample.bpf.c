@@ -2,7 +2,7 @@
 //
 // Purpose:  a perf_event software cpu-clock sampler (attached by user space at -F Hz on all CPUs,
 //           including idle ones, so idle time is measured too). Each sample counts one
-//           (tgid, comm, kernel stack, user stack) key in kernel; user space drains the counts
+//           (tgid, tid, comm, kernel stack, user stack) key in kernel; user space drains the counts
 //           every interval, so no per-sample data crosses to user space.
 // Maps:     counts            HASH  struct sample_key -> u64 samples; key.buf says which stack
 //                             map its stack ids refer to
@@ -51,8 +51,10 @@
 struct sample_key {
     u32 buf;      // which stack map the stack ids refer to
     u32 tgid;
+    u32 tid;      // the sampled thread (thread_category)
     s32 kstack;
     s32 ustack;
+    u32 pad;      // explicit, so the hashed key has no uninitialised padding before ip
     u64 ip;       // the sampled instruction pointer, only when a stack walk failed (else 0)
     char comm[TASK_COMM_LEN];
 };
@@ -132,6 +134,7 @@ int on_sample(struct bpf_perf_event_data *ctx) {
     struct sample_key key = {};
     key.buf = which ? *which : 0;
     key.tgid = bpf_get_current_pid_tgid() >> 32;
+    key.tid = (u32)bpf_get_current_pid_tgid();
     bpf_get_current_comm(&key.comm, sizeof(key.comm));
     int umode = (ctx->regs.cs & 3) == 3;  // x86-64: CPL 3 = interrupted in user mode
     s32 k, u;

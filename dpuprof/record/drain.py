@@ -70,7 +70,8 @@ class SampleDrainer:
     ``drain()`` returns a dict with ``cpu`` {(pid, subcategory): samples} (to be turned into time
     with ``scale_to_exact``), ``run_ns`` {pid: on-CPU ns from sched_switch}, ``stacks`` {(pid,
     stack_id): samples}, ``new_stacks`` [(stack_id, folded, category, subcategory)], ``comms``
-    {pid: comm}, ``subcats`` Counter of subcategory samples (for the status line).
+    {pid: comm}, ``subcats`` Counter of subcategory samples (for the status line), ``thread_cpu``
+    {(tid, subcategory): samples} of workload threads.
     """
 
     def __init__(self, bpf, symbolizer, classifier: Classifier):
@@ -136,6 +137,7 @@ class SampleDrainer:
         old = 1 - self.buf
         cpu: Counter = Counter()
         stacks: Counter = Counter()
+        thread_cpu: Counter = Counter()
         comms: dict[int, str] = {}
         new_stacks = []
         try:
@@ -167,10 +169,12 @@ class SampleDrainer:
                 sub = self.stack_class[sid]
                 cpu[(pid, sub)] += n
                 stacks[(pid, sid)] += n
+                if full:
+                    thread_cpu[(k.tid, sub)] += n
         finally:
             self._clear(old)  # even when symbolising failed: a full map loses stacks
         return {"cpu": cpu, "stacks": stacks, "new_stacks": new_stacks, "comms": comms,
-                "run_ns": {pid: ns for pid, (ns,) in run.items()}}
+                "run_ns": {pid: ns for pid, (ns,) in run.items()}, "thread_cpu": thread_cpu}
 
 
 UNSAMPLED = "kernel_other.unsampled"
@@ -296,7 +300,8 @@ class LostDrainer:
                ("tree_lost", ("tree_map_full",)),
                ("blk_lost", ("block_start_map_full",)),
                ("net_lost", ("net_map_full",)),
-               ("sock_lost", ("sock_map_full",)))
+               ("sock_lost", ("sock_map_full",)),
+               ("sw_lost", ("thread_map_full", "wait_map_full", "wake_unseen")))
 
     def __init__(self, bpf, used: list[str]):
         self.bpf = bpf

@@ -61,6 +61,7 @@ class Recorder:
         self._psutil_seen: set[int] = set()  # workload pids seen by psutil polling (psutil mode)
         self.workload_cpu_s = 0.0  # the workload's proc_cpu (user + system) so far, for the status line
         self.uprobes = None  # dpuprof.record.uprobes.UprobeSession (bpf mode)
+        self.threads = None  # ThreadRecorder: per-thread tables (threads.py)
 
     # ------------------------------------------------------------------ set-up
     def _load_bpf(self):
@@ -141,6 +142,8 @@ class Recorder:
         if sig is not None:
             return self._stopped_before_start(sig, None)
         host, procs, gpu = HostTelemetry(), ProcessTelemetry(), GpuTelemetry()
+        from dpuprof.record.threads import SchedWaitMaps, ThreadRecorder
+        self.threads = ThreadRecorder(SchedWaitMaps(self.bpf) if "sched_wait" in self.used else None)
         owner = (self.user.uid, self.user.gid) if self.user else None
         meta = host_metadata() | {
             "command": list(opts.command), "cwd": os.getcwd(),
@@ -326,6 +329,7 @@ class Recorder:
         live_workload = [p for p in workload if self._is_process(p)]
         tables["proc_cpu"] = procs.sample(live_workload)
         self.workload_cpu_s += sum(user + system for _, user, system in tables["proc_cpu"])
+        thread_tables, thread_rows = self.threads.interval(t0, t1, workload, procs.thread_stats)
         if self.bpf is not None:
             from dpuprof.record.drain import scale_to_exact
 
@@ -353,6 +357,7 @@ class Recorder:
                 tables["events"] = [("tcp_retransmit", retrans)] if retrans else []
             if self.sock:
                 tables["sock_io"] = self.sock.drain()
+            tables["thread_category"] = [(tid, sub, n) for (tid, sub), n in sorted(drained["thread_cpu"].items())]
             tables["lost"] = self.lost.drain()
             if self.uprobes:  # uprobes hook (3/3): collectives, codec_calls, markers, lost
                 markers = self.uprobes.contribute(tables, workload, writer)
@@ -363,12 +368,14 @@ class Recorder:
         for pid in live_workload:
             if pid not in self.known_procs or not self.known_procs[pid][3]:
                 self._note_process(pid, None, True, t1, parents.get(pid))
+        tables["lost"] = tables.get("lost", []) + thread_tables.pop("lost")
+        tables.update(thread_tables)
         tables.update(host.sample())
         tables["gpu"] = gpu.sample()
         processes = [(pid, *self.known_procs[pid]) for pid in sorted(self.dirty_procs)]
         self.dirty_procs.clear()
         writer.write_interval(self.interval, t0, t1, tables, processes=processes, stacks=stacks_new,
-                             markers=markers)
+                              markers=markers, threads=thread_rows)
         self.interval += 1
 
 

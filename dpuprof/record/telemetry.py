@@ -53,6 +53,8 @@ class ProcessTelemetry:
     threads of /proc/PID/task/TID/schedstat (the scheduler's sum_exec_runtime, in ns -- what
     getrusage and top report, without /proc/PID/stat's 10 ms ticks and their lagging utime/stime
     split). A thread that ended within the interval loses only its last partial interval.
+    ``thread_stats`` {pid: {tid: (on_cpu_ns, runq_ns)}}: the cumulative schedstat readings behind
+    it (fields 1 and 2: sum_exec_runtime and run_delay), for per-thread accounting (threads.py).
     """
 
     def __init__(self):
@@ -60,10 +62,12 @@ class ProcessTelemetry:
         self._prev: dict[int, tuple[float, float]] = {}
         self._thread_ns: dict[int, dict[int, int]] = {}
         self.last_deltas: dict[int, float] = {}
+        self.thread_stats: dict[int, dict[int, tuple[int, int]]] = {}
 
     def sample(self, pids) -> list[tuple]:
         rows = []
         self.last_deltas = {}
+        self.thread_stats = {}
         for pid in pids:
             proc = self._procs.get(pid)
             try:
@@ -89,10 +93,13 @@ class ProcessTelemetry:
         except OSError:
             return None
         now: dict[int, int] = {}
+        stats = self.thread_stats[pid] = {}
         for tid in tids:
             try:
                 with open(f"/proc/{pid}/task/{tid}/schedstat") as fh:
-                    now[int(tid)] = int(fh.read().split()[0])
+                    fields = fh.read().split()
+                now[int(tid)] = int(fields[0])
+                stats[int(tid)] = (int(fields[0]), int(fields[1]))
             except (OSError, ValueError, IndexError):
                 continue
         prev = self._thread_ns.get(pid, {})

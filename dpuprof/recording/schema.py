@@ -108,13 +108,20 @@ CREATE TABLE IF NOT EXISTS threads (
 -- v2: per-thread scheduler time of workload threads per interval (/proc/PID/task/TID/schedstat):
 -- on_cpu_ns on the CPU, runq_ns runnable but waiting for a CPU (run-queue delay), off_cpu_ns
 -- neither (blocked or sleeping: interval length - on_cpu - runq while the thread lived).
+-- A thread's last partial interval (it exited, /proc no longer shows it) and the life of a thread
+-- shorter than an interval come from the sched_wait probe's counters; without that probe they
+-- are missing and counted in lost as "thread_exit_unaccounted" (dpuprof/record/threads.py).
+-- off_cpu_ns also holds each wake-up's latency (from sched_waking until the wakee is queued on
+-- its CPU, e.g. an IPI to an idle vCPU), which neither runq_ns nor thread_wait counts.
 CREATE TABLE IF NOT EXISTS thread_time (
     interval INTEGER NOT NULL, tid INTEGER NOT NULL, on_cpu_ns INTEGER NOT NULL,
     runq_ns INTEGER NOT NULL, off_cpu_ns INTEGER NOT NULL);
 -- v2: blocked time of workload threads by why and by who woke them (sched_switch prev_state and
--- sched_wakeup): state "io" (uninterruptible, D) or "sleep" (interruptible, S); waker_pid/waker_tid
--- the task that woke it (0 when woken from interrupt context on an idle CPU), ns the time from
--- switch-out to wake-up, count the wake-ups.
+-- sched_waking): state "io" (uninterruptible, D), "sleep" (interruptible, S) or "other" (stopped,
+-- traced); waker_pid/waker_tid the task that woke it (0 when woken from interrupt context: a
+-- device interrupt, an expiring hrtimer, a softirq; -1 when the wake-up was not seen, the wait
+-- then ending at the switch-in), ns the time from switch-out to wake-up, count the wake-ups. A
+-- wait is counted in the interval its wake-up falls in; preemption is run-queue time, not a wait.
 CREATE TABLE IF NOT EXISTS thread_wait (
     interval INTEGER NOT NULL, tid INTEGER NOT NULL, state TEXT NOT NULL, waker_pid INTEGER NOT NULL,
     waker_tid INTEGER NOT NULL, ns INTEGER NOT NULL, count INTEGER NOT NULL);

@@ -1,0 +1,243 @@
+"""Per-thread accounting of the workload: the threads, thread_time and thread_wait tables.
+
+Sources, per interval:
+
+* /proc/PID/task/TID/schedstat of every live workload thread (read by ProcessTelemetry, fields 1
+  and 2: on-CPU ns and run-queue delay ns, cumulative since the thread began). These are the
+  scheduler's own totals and give thread_time for every thread that is still alive at the end of
+  the interval.
+* the sched_wait probe (probes/sched_wait.bpf.c), when loaded: each thread's birth and exit time
+  and its own on-CPU and run-queue counters, and its waits by state and waker. /proc no longer
+  shows a thread once it exited, so its last partial interval (and the whole life of a thread
+  shorter than an interval) comes from the probe's counters instead: the difference between its
+  final counters and those read just after the last /proc reading that still showed it.
+  Without the probe (psutil mode, or the probe unavailable) that partial interval is lost and
+  counted in ``lost`` as ``thread_exit_unaccounted`` (one per thread).
+
+Times: /proc and BPF give CLOCK_MONOTONIC / boot-time instants, converted here to the unix time of
+the intervals.
+"""
+
+from __future__ import annotations
+
+import ctypes as ct
+import os
+import time
+from dataclasses import dataclass
+
+WAIT_STATES = {1: "sleep", 2: "io", 3: "other"}
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class BpfThread:
+    """One sw_threads entry: unix times (None when not seen), cumulative ns since the thread began."""
+    tid: int
+    pid: int
+    born: float | None
+    exited: float | None
+    on_cpu_ns: int
+    runq_ns: int
+    comm: str
+
+
+def _lived_ns(t0: float, t1: float, born: float | None, exited: float | None) -> int:
+    start = t0 if born is None else max(t0, born)
+    end = t1 if exited is None else min(t1, exited)
+    return max(0, round((end - start) * 1e9))
+
+
+def time_rows(t0: float, t1: float, alive: dict[int, tuple[int, int]], prev_alive: dict[int, tuple[int, int]],
+              gone: dict[int, tuple[int, int, float | None, float]], born: dict[int, float],
+              exited: dict[int, float] | None = None) -> list[tuple]:
+    """thread_time rows (tid, on_cpu_ns, runq_ns, off_cpu_ns) of interval [t0, t1] (unix s).
+
+    ``alive``: {tid: (on_cpu_ns, runq_ns)} cumulative readings at t1 of the threads alive then;
+    ``prev_alive``: the same at t0 (a thread absent there began within the interval, its
+    counters from 0). ``gone``: threads that exited within the interval, {tid: (on_cpu_ns,
+    runq_ns, born or None, exit time)} with their counters' increase since t0 (or since birth).
+    ``born``: unix birth times of threads that may have begun within the interval; ``exited``:
+    exit times of threads /proc still shows (a zombie process's leader). A thread accounted up
+    to its exit before (an exit time before t0, nothing new) gets no row. off_cpu_ns is
+    the part of the interval the thread lived minus on_cpu_ns and runq_ns, clipped at 0 (the
+    readings are taken a little after t1, so a busy thread can show slightly more than it lived).
+    """
+    rows = []
+    for tid, (on, runq) in sorted(alive.items()):
+        p_on, p_runq = prev_alive.get(tid, (0, 0))
+        d_on, d_runq = max(0, on - p_on), max(0, runq - p_runq)
+        lived = _lived_ns(t0, t1, born.get(tid), (exited or {}).get(tid))
+        if lived or d_on or d_runq:
+            rows.append((tid, d_on, d_runq, max(0, lived - d_on - d_runq)))
+    for tid, (d_on, d_runq, t_born, t_exit) in sorted(gone.items()):
+        lived = _lived_ns(t0, t1, t_born, t_exit)
+        if lived or d_on or d_runq:
+            rows.append((tid, d_on, d_runq, max(0, lived - d_on - d_runq)))
+    return rows
+
+
+def wait_rows(current: dict[tuple, tuple[int, int]], previous: dict[tuple, tuple[int, int]],
+              workload: set[int]) -> list[tuple]:
+    """thread_wait rows (tid, state, waker_pid, waker_tid, ns, count) from cumulative sw_waits
+    readings {(tid, pid, state code, waker_pid, waker_tid): (ns, count)}, as the increase since
+    ``previous``, for threads of ``workload`` processes only. waker 0: an interrupt (or the idle
+    task); -1: the wake-up was not seen (the wait then ends at the switch-in). A wait is counted in the interval
+    its wake-up falls in (a wait still going on is not in thread_wait yet; it is in off_cpu_ns)."""
+    rows = []
+    for key, (ns, count) in sorted(current.items()):
+        tid, pid, state, waker_pid, waker_tid = key
+        if pid not in workload:
+            continue
+        p_ns, p_count = previous.get(key, (0, 0))
+        d_ns, d_count = max(0, ns - p_ns), max(0, count - p_count)
+        if d_count or d_ns:
+            rows.append((tid, WAIT_STATES.get(state, "other"), _signed(waker_pid), _signed(waker_tid), d_ns, d_count))
+    return rows
+
+
+def _signed(u32: int) -> int:
+    """The probe's "waker not seen" (0xffffffff) as -1."""
+    return -1 if u32 == 0xFFFFFFFF else u32
+
+
+def proc_start_time(pid: int, tid: int, boot_unix: float) -> float | None:
+    """Unix start time of a thread from /proc (clock-tick resolution), or None if gone."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/stat") as fh:
+            after_comm = fh.read().rsplit(")", 1)[1].split()
+        return boot_unix + int(after_comm[19]) / _CLK_TCK  # field 22, starttime
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def thread_comm(pid: int, tid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/task/{tid}/comm") as fh:
+            return fh.read().rstrip("\n")
+    except OSError:
+        return None
+
+
+class SchedWaitMaps:
+    """Reads and prunes the sched_wait probe's maps (sw_threads, sw_waits)."""
+
+    def __init__(self, bpf):
+        self.threads = bpf["sw_threads"]
+        self.waits = bpf["sw_waits"]
+
+    def snapshot(self) -> tuple[dict[int, BpfThread], dict[tuple, tuple[int, int]]]:
+        """({tid: BpfThread}, {(tid, pid, state, waker_pid, waker_tid): (ns, count)}), cumulative."""
+        mono_to_unix = time.time() - time.monotonic()  # bpf_ktime_get_ns is CLOCK_MONOTONIC
+        threads = {}
+        for k, v in self.threads.items():
+            threads[k.value] = BpfThread(
+                tid=k.value, pid=v.tgid, born=v.born_ts / 1e9 + mono_to_unix if v.born_ts else None,
+                exited=v.exit_ts / 1e9 + mono_to_unix if v.exit_ts else None,
+                on_cpu_ns=v.on_ns, runq_ns=v.runq_ns, comm=v.comm.decode("utf-8", "replace"))
+        waits = {(k.tid, k.tgid, k.state, k.waker_tgid, k.waker_tid): (v.ns, v.count) for k, v in self.waits.items()}
+        return threads, waits
+
+    def forget(self, tids: set[int], wait_keys) -> None:
+        """Delete the entries of exited threads ``tids`` and their ``wait_keys``."""
+        for tid in tids:
+            try:
+                del self.threads[ct.c_uint32(tid)]
+            except KeyError:
+                pass
+        for key in wait_keys:
+            k = self.waits.Key(*key)
+            try:
+                del self.waits[k]
+            except KeyError:
+                pass
+
+
+class ThreadRecorder:
+    """Per-interval thread rows of the workload; the recorder calls ``interval`` right after
+    ProcessTelemetry.sample, so /proc and the probe are read at (nearly) the same instant.
+
+    ``maps``: SchedWaitMaps, or None without the sched_wait probe (then thread_wait stays empty and
+    the last partial interval of each exiting thread is counted as lost).
+    """
+
+    def __init__(self, maps: SchedWaitMaps | None):
+        self.maps = maps
+        self.prev_alive: dict[int, tuple[int, int]] = {}
+        self.bpf_base: dict[int, tuple[int, int]] = {}  # probe counters at the last /proc reading
+        self.prev_waits: dict[tuple, tuple[int, int]] = {}
+        self.born: dict[int, float] = {}
+        self.pid_of: dict[int, int] = {}
+
+    def interval(self, t0: float, t1: float, workload: set[int],
+                 thread_stats: dict[int, dict[int, tuple[int, int]]]) -> tuple[dict[str, list], list[tuple]]:
+        """({"thread_time": rows, "thread_wait": rows, "lost": rows}, threads rows (tid, pid, comm,
+        first_seen, last_seen)) for [t0, t1]. ``thread_stats``: ProcessTelemetry.thread_stats."""
+        bpf_threads, waits = self.maps.snapshot() if self.maps else ({}, {})
+        alive = {tid: st for pid, stats in thread_stats.items() if pid in workload for tid, st in stats.items()}
+        for pid, stats in thread_stats.items():
+            for tid in stats:
+                self.pid_of[tid] = pid
+        boot_unix = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
+        for tid in alive:
+            if tid not in self.born:
+                b = bpf_threads.get(tid)
+                t = b.born if b is not None and b.born else proc_start_time(self.pid_of[tid], tid, boot_unix)
+                if t is not None:
+                    self.born[tid] = t
+        gone, finished = self._gone(t1, workload, alive, bpf_threads)
+        exits = {tid: b.exited for tid, b in bpf_threads.items() if tid in alive and b.exited}
+        rows = time_rows(t0, t1, alive, self.prev_alive, gone, self.born, exits)
+        # Gone from /proc with no exit recorded by the probe: its last partial interval is lost.
+        lost = sum(1 for tid in self.prev_alive if tid not in alive and tid not in gone
+                   and (tid not in bpf_threads or bpf_threads[tid].exited is None))
+        threads = self._thread_rows(t1, alive, gone, bpf_threads)
+        tables = {"thread_time": rows, "thread_wait": wait_rows(waits, self.prev_waits, workload),
+                  "lost": [("thread_exit_unaccounted", lost)] if lost else []}
+        self.prev_waits = waits
+        self.prev_alive = alive
+        for tid in alive:
+            b = bpf_threads.get(tid)
+            if b is not None:
+                self.bpf_base[tid] = (b.on_cpu_ns, b.runq_ns)
+        self._forget(alive, bpf_threads, finished, waits)
+        return tables, threads
+
+    def _gone(self, t1, workload, alive, bpf_threads):
+        """Threads that exited by t1 and are no longer in /proc: ({tid: (on, runq, born, exit)} of
+        workload threads, every such tid, to delete from the maps). One that exited after t1 (after
+        the interval ended, before /proc was read) waits for the next interval."""
+        gone, finished = {}, set()
+        for tid, b in bpf_threads.items():
+            if b.exited is None or tid in alive or b.exited > t1:
+                continue
+            finished.add(tid)
+            if b.pid not in workload:
+                continue
+            base_on, base_runq = self.bpf_base.get(tid, (0, 0))
+            gone[tid] = (max(0, b.on_cpu_ns - base_on), max(0, b.runq_ns - base_runq), b.born, b.exited)
+        return gone, finished
+
+    def _thread_rows(self, t1, alive, gone, bpf_threads) -> list[tuple]:
+        rows = []
+        for tid in sorted(alive):
+            pid = self.pid_of[tid]
+            b = bpf_threads.get(tid)
+            comm = thread_comm(pid, tid) or (b.comm if b else "")
+            last = min(t1, b.exited) if b is not None and b.exited else t1
+            rows.append((tid, pid, comm, self.born.get(tid, t1), last))
+        for tid in sorted(gone):
+            b = bpf_threads[tid]
+            rows.append((tid, b.pid, b.comm, self.born.get(tid, b.born or b.exited), b.exited))
+        return rows
+
+    def _forget(self, alive, bpf_threads, finished: set[int], waits) -> None:
+        """Drop what is kept about threads that are accounted for the last time."""
+        keep = set(alive) | (set(bpf_threads) - finished)
+        for known in (self.born, self.pid_of, self.bpf_base):
+            for tid in [t for t in known if t not in keep]:
+                del known[tid]
+        if self.maps is not None and finished:
+            keys = [k for k in waits if k[0] in finished]
+            for k in keys:
+                self.prev_waits.pop(k, None)
+            self.maps.forget(finished, keys)

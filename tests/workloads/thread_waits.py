@@ -1,0 +1,68 @@
+"""Workload with known per-thread waits: the main thread blocks on a queue fed by a helper thread
+that sleeps then computes a fixed time per item, while an io thread does 4 KiB O_DIRECT reads.
+
+Usage: thread_waits.py FILE [ITEMS] [SLEEP_S] [WORK_S]. Prints one JSON line: each thread's native
+tid, its start and end (unix s, taken inside the thread), the main thread's total time blocked in
+queue.get() (perf_counter around each call), and the io thread's total time inside preadv.
+"""
+import json
+import mmap
+import os
+import queue
+import random
+import sys
+import threading
+import time
+
+path = sys.argv[1]
+items = int(sys.argv[2]) if len(sys.argv) > 2 else 20
+sleep_s = float(sys.argv[3]) if len(sys.argv) > 3 else 0.03
+work_s = float(sys.argv[4]) if len(sys.argv) > 4 else 0.02
+info = {}
+q = queue.Queue()
+
+
+def helper():
+    info["helper"] = {"tid": threading.get_native_id(), "start": time.time()}
+    for i in range(items):
+        time.sleep(sleep_s)
+        end = time.thread_time() + work_s
+        while time.thread_time() < end:  # compute (it holds the GIL: the main thread is blocked)
+            pass
+        q.put(i)
+    info["helper"]["end"] = time.time()
+
+
+def reader(stop):
+    info["io"] = {"tid": threading.get_native_id(), "start": time.time()}
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    buf = mmap.mmap(-1, 4096)  # page-aligned, as O_DIRECT requires
+    blocks = os.fstat(fd).st_size // 4096
+    rng = random.Random(1)
+    in_read = 0.0
+    n = 0
+    while not stop.is_set():
+        off = rng.randrange(blocks) * 4096
+        t = time.perf_counter()
+        os.preadv(fd, [buf], off)
+        in_read += time.perf_counter() - t
+        n += 1
+    os.close(fd)
+    info["io"].update(end=time.time(), in_read_s=in_read, reads=n)
+
+
+info["main"] = {"tid": threading.get_native_id(), "start": time.time()}
+stop = threading.Event()
+threads = [threading.Thread(target=helper), threading.Thread(target=reader, args=(stop,))]
+for t in threads:
+    t.start()
+blocked = 0.0
+for _ in range(items):
+    t = time.perf_counter()
+    q.get()
+    blocked += time.perf_counter() - t
+stop.set()
+for t in threads:
+    t.join()
+info["main"].update(end=time.time(), blocked_s=blocked)
+print(json.dumps(info))
