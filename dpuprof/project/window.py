@@ -5,7 +5,7 @@ offload changes, and on a short recording it is a large part of the CPU. The win
 this order of preference:
 
 1. an explicit ``START:END`` (seconds from the recording's start) given by the user;
-2. step markers (``markers`` rows of kind ``step``): from the first step after warm-up (after
+2. step markers (``markers`` rows of kind ``step``, else ``ddp_step``): from the first step after warm-up (after
    ``WARMUP_STEPS`` steps, or a quarter of the steps when there are fewer than 12) to the last;
 3. the data: the first interval whose workload CPU reaches ``PLATEAU`` of the median workload CPU
    of the second half of the recording, to the last interval that still does.
@@ -23,6 +23,8 @@ import pandas as pd
 from dpuprof.errors import UserError
 
 WARMUP_STEPS = 3
+#: Marker kinds that mark a training step: dpuprof.mark_step(), then DDP's prepare_for_backward.
+STEP_KINDS = ("step", "ddp_step")
 PLATEAU = 0.8
 
 
@@ -90,7 +92,11 @@ def choose(intervals: pd.DataFrame, cpu: pd.DataFrame, workload_pids: set, marke
             raise UserError(f"--time {start:g}:{asked_end:g} holds no interval of this recording "
                             f"(it lasts {t_last - t0:.1f} s)")
         return Window(start, end, ids, f"--time {start:g}:{end:g} as given")
-    steps = markers[markers["kind"] == "step"].sort_values("t") if not markers.empty else markers
+    steps = markers.iloc[0:0]
+    for kind in STEP_KINDS:  # the job's own marker first, else DDP's per-iteration entry
+        steps = markers[markers["kind"] == kind].sort_values("t") if not markers.empty else markers
+        if len(steps) >= 2:
+            break
     if len(steps) >= 2:
         skip = min(WARMUP_STEPS, max(1, len(steps) // 4))
         start, end = float(steps["t"].iloc[skip if skip < len(steps) - 1 else 0]) - t0, float(steps["t"].iloc[-1]) - t0
