@@ -69,7 +69,7 @@ def build_profile(report: Report):
     try:
         from dpuprof.render.pprof_schema import profile_class
     except ImportError:
-        raise UserError("--format pprof needs the protobuf package: pip install 'dpuprof[pprof]'") from None
+        raise UserError("--format pprof needs the protobuf package: pip install protobuf") from None
     v = report.main
     hz = float(v.meta.get("sample_freq_hz") or 0) or 1.0
     period = int(round(1e9 / hz))
