@@ -142,3 +142,31 @@ def test_chromium_parses_the_trace(tmp_path):
     want = json.loads(data)["traceEvents"]
     assert got["n"] == len(want) and got["ph"] == sorted({e["ph"] for e in want})
     assert got["minTs"] == min(e["ts"] for e in want if "ts" in e)
+
+
+def test_gpu_threads_and_markers_become_tracks(synth):
+    """Schema-v2 tables and NVML rows the fixtures lack (recorded on a host without a GPU), added
+    in memory to a real synthetic recording."""
+    import pandas as pd
+
+    from dpuprof.render.model import Report, build_view
+
+    rec = load(synth)
+    iv = rec.table("intervals")
+    rec._frames["gpu"] = pd.DataFrame({"interval": list(iv["interval"]) * 2, "gpu_index": [0] * len(iv) + [1] * len(iv),
+                                       "util_pct": [50.0] * len(iv) * 2, "mem_used_bytes": [2 ** 30] * len(iv) * 2})
+    rec._frames["threads"] = pd.DataFrame({"tid": [1000, 1005], "pid": [1000, 1000], "comm": ["python3", "pt_main_thread"],
+                                           "first_seen": [0.0, 0.0], "last_seen": [0.0, 0.0]})
+    t_mid = float(iv["t_start"].iloc[3])
+    rec._frames["markers"] = pd.DataFrame({"pid": [1000], "tid": [1005], "kind": ["step"], "t": [t_mid]})
+    view = build_view(rec)
+    view.recording = rec
+    trace = json.loads(render(Report("single", [view]), "perfetto").main)
+    assert check_trace_event_format(trace) == []
+    ev = trace["traceEvents"]
+    gpu = [e for e in ev if e["name"] == "gpu 1" and e["ph"] == "C"]
+    assert gpu and gpu[0]["args"] == {"util_pct": 50.0, "mem_used_MiB": 1024.0} and gpu[0]["pid"] == 0
+    assert {"pid": 1000, "tid": 1005, "name": "pt_main_thread"} in [
+        {"pid": e["pid"], "tid": e["tid"], "name": e["args"]["name"]} for e in ev if e["name"] == "thread_name"]
+    step = [e for e in ev if e["name"] == "step"]
+    assert step and step[0]["ts"] == round(t_mid * 1e6) and step[0]["tid"] == 1005

@@ -150,6 +150,8 @@ def check_output(fmt: str, rendered, rec_path: Path) -> None:
     elif fmt == "perfetto":
         events = json.loads(data)["traceEvents"]
         assert events and all(e["ph"] in ("C", "M", "i") for e in events)
+    elif fmt == "pprof":
+        assert rendered.binary and data[:2] == b"\x1f\x8b"  # gzip (tests/test_report_pprof.py parses it)
     elif fmt == "terminal":
         assert "Measured, not claimed" in data.decode()
 
@@ -404,7 +406,7 @@ def test_psutil_mode_renders_everything(tmp_path):
     rep = build_report([rec])
     assert not rep.main.category_split
     for fmt in FORMATS:
-        if fmt in ("folded", "speedscope"):  # stack exports need stacks: one clear error
+        if fmt in ("folded", "speedscope", "pprof"):  # stack exports need stacks: one clear error
             with pytest.raises(UserError, match="psutil mode"):
                 render(rep, fmt)
             continue
