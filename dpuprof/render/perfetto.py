@@ -22,7 +22,8 @@ What the trace holds, per run:
   {stack (root first), samples, category, subcategory}. (Instants rather than the format's
   ``samples``/``stackFrames`` block, because ui.perfetto.dev's JSON importer shows instants and
   their args, and a selection of them lists the leaf frames with their counts.)
-- step markers (schema v2 ``markers``) as instant events named after their kind.
+- step markers (schema v2 ``markers``) as instant events named after their kind;
+- in ``metadata``: the data lost as shares (worst first) and the ``--time`` window, per run.
 
 Comparisons and clusters hold several runs: run k's pids and tids are shifted by k x 2**22 (above
 Linux's largest pid), so runs never share a track; the first run keeps its real ids.
@@ -176,7 +177,10 @@ def trace(report: Report) -> dict:
     return {"traceEvents": events, "displayTimeUnit": "ms",
             "metadata": {"source": "dpuprof", "report": report.title,
                          "clock": "ts: microseconds since the Unix epoch (the recorder's time.time())",
-                         "pid_shift": {v.name: k * PID_STRIDE for k, v in enumerate(report.runs)}}}
+                         "pid_shift": {v.name: k * PID_STRIDE for k, v in enumerate(report.runs)},
+                         # the data lost, as shares of what each loss affects, worst first
+                         "lost_shares": {v.name: v.summary.get("lost_shares", []) for v in report.runs},
+                         "window": {v.name: v.summary["window"] for v in report.runs if v.summary.get("window")}}}
 
 
 def render(report: Report, *, stem: str | None = None, progress=None, color: bool = False) -> Rendered:

@@ -80,10 +80,15 @@ def build_profile(report: Report):
     prof.default_sample_type = s("cpu")
     prof.period_type.type, prof.period_type.unit, prof.period = s("cpu"), s("nanoseconds"), period
     start = v.meta.get("start_time")
+    if v.recording is not None and not v.recording.table("intervals").empty:
+        start = float(v.recording.table("intervals")["t_start"].min())  # the window's start with --time
     if isinstance(start, (int, float)):
         prof.time_nanos = int(start * 1e9)
     prof.duration_nanos = int(v.duration_s * 1e9)
     prof.comment.append(s(f"dpuprof {__version__}: {report.title}; cpu ns = samples x {period} ns"))
+    for w in v.warnings:  # the time window, the data lost (as shares, worst first), the recorder
+        if w.startswith(("time window", "data lost", "the recorder")):
+            prof.comment.append(s(w))
     locations: dict[str, int] = {}
 
     def location(frame: str) -> int:
