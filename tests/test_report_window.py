@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_report_render import FIXTURE_PARAMS, cli, render, report_for  # noqa: E402
+from test_report_render import FIXTURE_PARAMS, cli, render, report_for, synth  # noqa: E402,F401
 
 from dpuprof.categories import CATEGORIES  # noqa: E402
 from dpuprof.recording import load  # noqa: E402
@@ -126,3 +126,10 @@ def test_the_recorder_is_left_out_of_every_stack_view(fixture, tmp_path):
     # still counted in host CPU, under its own label
     assert rep.main.summary["recorder"]["cpu_s"] > 0
     assert "dpuprof recorder" in render(rep, "terminal").main.decode()
+
+
+def test_a_windowed_report_leaves_the_whole_run_projection_out(synth):
+    rep = build_report([synth], time_range="0:5")
+    assert rep.main.projection is None and "projection" not in rep.main.summary
+    assert any("projection is left out" in w for w in rep.main.warnings)
+    assert build_report([synth]).main.projection is not None

@@ -70,8 +70,10 @@ def build_report(paths: list[Path], *, mode: str | None = None, projection: str 
     for rec, name in zip(recs, names):
         proj, warns = proj_mod.load(rec.path, projection)
         if time_range and proj is not None:
-            warns = list(warns) + ["--time cuts the measured data only: the projection shown was made by "
-                                   "'dpuprof project' over its own window (dpuprof project --time)"]
+            # a projection's per-category totals cover the whole recording: set beside a window's
+            # measured CPU they would compare different spans, so a windowed report leaves it out
+            proj, warns = None, ["--time: the projection is left out (its CPU totals cover the whole "
+                                 "recording); see 'dpuprof project --time' for a window's speedup"]
         view = build_view(rec, proj, warns, name=name)
         view.recording = rec
         views.append(view)
