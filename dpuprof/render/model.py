@@ -248,13 +248,10 @@ def _warnings(rec, summary: dict) -> list[str]:
     line = warning(from_recording(rec))
     if line:
         out.append(line)
-    rpid = rec.meta.get("recorder_pid")
-    if rec.category_split and isinstance(rpid, int):
-        cat = rec.table("cpu_category")
-        own = float(cat.loc[(cat["pid"] == rpid) & (cat["category"] != IDLE), "cpu_s"].sum())
-        if own > 0 and rec.duration_s:
-            out.append(f"the recorder itself used {own / rec.duration_s:.2f} cores ({own:.1f} CPU s), "
-                       f"counted in host CPU as {RECORDER_LABEL!r} and left out of the stacks")
+    own = (summary.get("recorder") or {}).get("cpu_s", 0.0)
+    if rec.category_split and own > 0 and rec.duration_s:
+        out.append(f"the recorder itself used {own / rec.duration_s:.2f} cores ({own:.1f} CPU s), "
+                   f"counted in host CPU as {RECORDER_LABEL!r} and left out of the stacks")
     if not rec.category_split:
         out.append("no category split (psutil mode): CPU is shown as user/system/softirq time; "
                    "record with the BPF probes to split it into network, storage, crypto ...")
@@ -274,7 +271,6 @@ def _recorder_summary(rec) -> dict | None:
 def build_view(rec, projection: dict | None = None, projection_warnings=(), name: str | None = None) -> RunView:
     """Derive the RunView of a loaded Recording (and its projection, if any)."""
     from dpuprof.recording.summary import summarize
-
     from dpuprof.render.losses import from_recording as losses_of
 
     summary = summarize(rec)
