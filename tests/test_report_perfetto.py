@@ -157,6 +157,9 @@ def test_gpu_threads_and_markers_become_tracks(synth):
                                        "util_pct": [50.0] * len(iv) * 2, "mem_used_bytes": [2 ** 30] * len(iv) * 2})
     rec._frames["threads"] = pd.DataFrame({"tid": [1000, 1005], "pid": [1000, 1000], "comm": ["python3", "pt_main_thread"],
                                            "first_seen": [0.0, 0.0], "last_seen": [0.0, 0.0]})
+    rec._frames["thread_time"] = pd.DataFrame({"interval": list(iv["interval"]), "tid": [1005] * len(iv),
+                                               "on_cpu_ns": [250_000_000] * len(iv), "runq_ns": [0] * len(iv),
+                                               "off_cpu_ns": [0] * len(iv)})
     t_mid = float(iv["t_start"].iloc[3])
     rec._frames["markers"] = pd.DataFrame({"pid": [1000], "tid": [1005], "kind": ["step"], "t": [t_mid]})
     view = build_view(rec)
@@ -168,5 +171,7 @@ def test_gpu_threads_and_markers_become_tracks(synth):
     assert gpu and gpu[0]["args"] == {"util_pct": 50.0, "mem_used_MiB": 1024.0} and gpu[0]["pid"] == 0
     assert {"pid": 1000, "tid": 1005, "name": "pt_main_thread"} in [
         {"pid": e["pid"], "tid": e["tid"], "name": e["args"]["name"]} for e in ev if e["name"] == "thread_name"]
+    th = [e for e in ev if e["name"] == "thread 1005 pt_main_thread (cores)"]
+    assert th and th[0]["pid"] == 1000 and th[0]["args"]["on_cpu"] == pytest.approx(0.25 / 0.5)  # 0.5-s intervals
     step = [e for e in ev if e["name"] == "step"]
     assert step and step[0]["ts"] == round(t_mid * 1e6) and step[0]["tid"] == 1005

@@ -7,7 +7,8 @@ So that it lines up with a PyTorch profiler (Kineto) or nsys trace of the same r
   too; a meta ``clock_offset_s``, where a recording has one, is added to every time;
 - ``pid``/``tid`` are the real ones, with ``process_name`` (the recorded comm; the recorder is
   named "dpuprof recorder") and ``thread_name`` (from the ``threads`` table of schema-v2
-  recordings; else the main thread, tid = pid, is named after its process).
+  recordings; else the main thread, tid = pid, is named after its process); a v2 recording's
+  ``thread_time`` gives each thread an on-CPU / run-queue counter in cores.
 
 What the trace holds, per run:
 
@@ -127,10 +128,26 @@ def _process_events(rec, clock: _Clock, shift: int) -> list[dict]:
     return events
 
 
-def _thread_events(rec, shift: int, known: set[int]) -> list[dict]:
-    th = rec.table("threads")
-    return [_meta("thread_name", int(r.pid) + shift, int(r.tid) + shift, name=r.comm or f"tid {int(r.tid)}")
-            for r in th.itertuples(index=False) if int(r.pid) in known and int(r.tid) != int(r.pid)]
+def _thread_events(rec, clock: _Clock, shift: int, known: set[int]) -> list[dict]:
+    """thread_name of each thread of the ``threads`` table (schema v2), and per thread its scheduler
+    time from ``thread_time`` as a counter ``thread TID comm`` {on_cpu, runq} in cores (a counter
+    belongs to a process in this format, so the thread is named in the counter's name)."""
+    th = rec.table("threads").drop_duplicates("tid")
+    th = th[th["pid"].isin(known)]
+    events = [_meta("thread_name", int(r.pid) + shift, int(r.tid) + shift, name=r.comm or f"tid {int(r.tid)}")
+              for r in th.itertuples(index=False) if int(r.tid) != int(r.pid)]
+    tt = rec.table("thread_time")
+    tt = tt[tt["tid"].isin(th["tid"]) & tt["interval"].isin(clock.iv.index)]
+    owner = th.set_index("tid")
+    for tid, rows in tt.groupby("tid"):
+        rows = rows.groupby("interval")[["on_cpu_ns", "runq_ns"]].sum()
+        span = clock.iv.loc[rows.index]
+        cores = pd.DataFrame({"on_cpu": rows["on_cpu_ns"].to_numpy(), "runq": rows["runq_ns"].to_numpy()}) \
+            .div(span["dt"].to_numpy() * 1e9, axis=0)
+        pid = int(owner.at[tid, "pid"]) + shift
+        events += _counter_series(f"thread {int(tid)} {owner.at[tid, 'comm']} (cores)", pid, span["t_start"],
+                                  cores, float(span["t_end"].max()))
+    return events
 
 
 def _stack_events(rec, clock: _Clock, shift: int, known: set[int]) -> list[dict]:
@@ -164,7 +181,7 @@ def run_events(v: RunView, k: int) -> list[dict]:
     if rec.category_split:
         events += _process_events(rec, clock, shift)
     known = {int(e["pid"]) - shift for e in events if e["name"] == "process_name"} - {HOST_PID}
-    events += _thread_events(rec, shift, known)
+    events += _thread_events(rec, clock, shift, known)
     events += _stack_events(rec, clock, shift, known)
     events += _marker_events(rec, clock, shift)
     return events
