@@ -8,8 +8,8 @@ Which denominator each kind gets:
 
 - ``samples_*`` and ``run_map_full``: the CPU samples taken (``cpu_category.samples``, idle
   included) plus the lost ones (a lost sample is not in the table);
-- ``kernel_stack_lost``, ``user_stack_lost``: the samples taken (the sample was kept, with a
-  fallback leaf frame; only its stack is missing);
+- ``kernel_stack_lost``, ``user_stack_lost`` and the other ``*_stack_*`` kinds (``*_stack_collision``):
+  the samples taken (the sample was kept, with a fallback leaf frame; only its stack is missing);
 - ``missed_<program>``: the events that program records, where the recording counts them
   (``PROGRAM_EVENTS``), plus the missed ones; other programs' totals are unknown and the loss is
   shown as a count alone;
@@ -61,7 +61,7 @@ class Loss:
 
 def _denominator(kind: str, count: int, tables: dict) -> tuple[int | None, str]:
     samples = int(tables["cpu_category"]["samples"].sum())
-    if kind in ("kernel_stack_lost", "user_stack_lost"):
+    if "_stack_" in kind:  # kernel_/user_stack_lost, *_stack_collision: the sample kept, its stack not
         return samples, "samples (stack missing)"
     if kind.startswith("samples") or kind == "run_map_full":
         return samples + count, "samples"
