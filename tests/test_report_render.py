@@ -109,11 +109,14 @@ def render(rep, fmt: str, tmp_path: Path | None = None):
 
 
 def raw_stack_samples(path: Path) -> int:
-    """Busy (non-idle) stack samples, straight from the SQLite file."""
+    """Busy (non-idle) stack samples of every process but the recorder, straight from the SQLite file."""
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
+        row = db.execute("SELECT value FROM meta WHERE key = 'recorder_pid'").fetchone()
+        rpid = json.loads(row[0]) if row else -1
         return db.execute("SELECT COALESCE(SUM(ss.samples), 0) FROM stack_samples ss "
-                          "JOIN stacks s USING (stack_id) WHERE s.category != 'idle'").fetchone()[0]
+                          "JOIN stacks s USING (stack_id) WHERE s.category != 'idle' AND ss.pid != ?",
+                          (rpid if isinstance(rpid, int) else -1,)).fetchone()[0]
     finally:
         db.close()
 
@@ -205,7 +208,9 @@ def check_output(fmt: str, rendered, rec_path: Path) -> None:
         jsonschema.validate(json.loads(data), SPEEDSCOPE_SCHEMA)
     elif fmt == "perfetto":
         events = json.loads(data)["traceEvents"]
-        assert events and all(e["ph"] in ("C", "M") for e in events)
+        assert events and all(e["ph"] in ("C", "M", "i") for e in events)
+    elif fmt == "pprof":
+        assert rendered.binary and data[:2] == b"\x1f\x8b"  # gzip (tests/test_report_pprof.py parses it)
     elif fmt == "terminal":
         assert "Measured, not claimed" in data.decode()
 
@@ -285,7 +290,10 @@ def test_cli_json_is_the_summary_contract(fixture, fixture_copy):
     assert res.exit_code == 0, res.output
     got = json.loads(res.stdout)
     want = summarize(load(fixture))
-    assert {k: v for k, v in got.items() if k != "projection"} == json.loads(json.dumps(want))
+    # the report adds lost_shares and recorder (and window, projection) to the recording summary
+    added = ("projection", "lost_shares", "recorder", "window")
+    assert {k: v for k, v in got.items() if k not in added} == json.loads(json.dumps(want))
+    assert [x["kind"] for x in got["lost_shares"]] and got["recorder"]["pid"] == load(fixture).meta["recorder_pid"]
 
 
 def test_cli_writes_html(synth, tmp_path):
@@ -342,10 +350,10 @@ def test_folded_round_trips_through_the_parser(synth):
 def test_perfetto_has_a_counter_track_per_category(synth):
     events = json.loads(render(report_for(synth), "perfetto").main)["traceEvents"]
     counters = {e["name"] for e in events if e["ph"] == "C"}
-    for cat in CATEGORIES:
-        assert f"cpu {cat} (cores)" in counters
-    assert {"net tx MB/s", "disk read MB/s", "read IOPS"} <= counters
-    ts = [e["ts"] for e in events if e["name"] == "cpu network (cores)"]
+    host = [e for e in events if e["name"] == "host cpu (cores)"]
+    assert host and all(set(e["args"]) == set(CATEGORIES) for e in host)
+    assert {"host net (MB/s)", "host disk (MB/s)", "host IOPS", "cpu (cores)"} <= counters
+    ts = [e["ts"] for e in host]
     assert ts == sorted(ts) and ts[-1] > ts[0]
 
 
@@ -490,7 +498,7 @@ def test_psutil_mode_renders_everything(tmp_path):
     rep = build_report([rec])
     assert not rep.main.category_split
     for fmt in FORMATS:
-        if fmt in ("folded", "speedscope"):  # stack exports need stacks: one clear error
+        if fmt in ("folded", "speedscope", "pprof"):  # stack exports need stacks: one clear error
             with pytest.raises(UserError, match="psutil mode"):
                 render(rep, fmt)
             continue

@@ -20,10 +20,13 @@ Examples:
   dpuprof report run.rec --format speedscope -o run.speedscope.json
   dpuprof report run.rec --format folded | flamegraph.pl > run.svg
   dpuprof report run.rec --format json
+  dpuprof report run.rec --time steady             # after warm-up only (step markers or the data)
+  dpuprof report run.rec --time 30:90 -o mid.html  # seconds 30 to 90 of the run
+  dpuprof report run.rec -o run.pb.gz              # pprof (go tool pprof, Pyroscope, Parca)
 
 \b
 The format comes from --format, else from the output's extension:
-  .html .md .png .json .speedscope.json .trace.json/.perfetto.json .folded .txt
+  .html .md .png .json .speedscope.json .trace.json/.perfetto.json .folded .pb.gz .txt
 With no -o the terminal summary goes to standard output.
 
 \b
@@ -48,8 +51,11 @@ overlapping in time), which are merged; three or more are merged. --compare/--me
 @click.option("--projection", type=click.Path(dir_okay=False), metavar="FILE",
               help="Projection to draw (default: ./RUN.proj.json made from this RUN.rec, else "
                    "RUN.proj.json beside RUN.rec, if present).")
+@click.option("--time", "time_range", default=None, metavar="START:END|steady",
+              help="Report on a window only: seconds from the start, or 'steady' (after warm-up, "
+                   "from step markers or the data). Default: the whole recording.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress line on stderr.")
-def report(recordings, output, fmt, mode, projection, quiet):
+def report(recordings, output, fmt, mode, projection, time_range, quiet):
     """Report on RECORDINGS (default: the newest *.rec in this directory)."""
     import sys
     from pathlib import Path
@@ -64,6 +70,10 @@ def report(recordings, output, fmt, mode, projection, quiet):
         name = registry.choose(fmt, output)
     except ValueError as err:
         raise UserError(str(err)) from None
+    if time_range is not None:
+        from dpuprof.project.window import parse_range
+
+        parse_range(time_range)  # a bad range fails here, before any recording is read
     if name in registry.NEEDS_FILE and output in (None, "-"):
         raise UserError(f"--format {name} needs an output file: -o FILE.{name}")
     paths = [Path(p) for p in recordings] or [resolve_recording(None)]
@@ -71,7 +81,8 @@ def report(recordings, output, fmt, mode, projection, quiet):
         check_target(Path(output), inputs=paths)  # fail before the work, not after
     progress = Progress(enabled=False if quiet else None)
     try:
-        rep = build_report(paths, mode=mode, projection=projection, progress=progress)
+        rep = build_report(paths, mode=mode, projection=projection, progress=progress,
+                           time_range=time_range)
         progress.step(f"rendering {name}")
         stem = registry.stem(Path(output).name) if output not in (None, "-") else None
         rendered = registry.get(name)(rep, stem=stem, progress=progress,

@@ -15,9 +15,25 @@ Pure functions over DataFrames (no printing, no file I/O except the profile load
 - ``projection``: assemble the JSON-ready dict (docs/projection-contract.md).
 """
 
+import sys as _sys
+import types as _types
+
 from dpuprof.project.inputs import ProjectionInput, from_recording
 from dpuprof.project.profiles import Profile, known_profiles, load_profile
 from dpuprof.project.projection import PROJECTION_VERSION, project
 
 __all__ = ["PROJECTION_VERSION", "Profile", "ProjectionInput", "from_recording", "known_profiles",
            "load_profile", "project"]
+
+
+class _CallableModule(_types.ModuleType):
+    """``dpuprof.project`` is this package and, for notebooks, a function too:
+    ``dpuprof.project(run, "bluefield-3")`` (dpuprof.api.project), however it was first imported."""
+
+    def __call__(self, run, dpu: str = "bluefield-3", **options):
+        from dpuprof.api import project as api_project
+
+        return api_project(run, dpu, **options)
+
+
+_sys.modules[__name__].__class__ = _CallableModule

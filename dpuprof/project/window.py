@@ -11,7 +11,7 @@ this order of preference:
    of the second half of the recording, to the last interval that still does.
 
 Intervals are the recording's own (``intervals`` rows); an interval belongs to the window when its
-midpoint lies inside it.
+midpoint lies in [start, end) (a window that ends at the recording's end keeps its last interval).
 """
 
 from __future__ import annotations
@@ -68,8 +68,9 @@ def parse_range(text: str) -> tuple[float, float] | str:
 
 
 def _inside(intervals: pd.DataFrame, t0: float, start: float, end: float) -> tuple[int, ...]:
+    """Intervals whose midpoint is in [start, end): adjacent windows never share an interval."""
     mid = (intervals["t_start"] + intervals["t_end"]) / 2 - t0
-    return tuple(int(i) for i in intervals.loc[(mid >= start) & (mid <= end), "interval"])
+    return tuple(int(i) for i in intervals.loc[(mid >= start) & (mid < end), "interval"])
 
 
 def choose(intervals: pd.DataFrame, cpu: pd.DataFrame, workload_pids: set, markers: pd.DataFrame,
@@ -86,7 +87,7 @@ def choose(intervals: pd.DataFrame, cpu: pd.DataFrame, workload_pids: set, marke
     t0, t_last = float(iv["t_start"].min()), float(iv["t_end"].max())
     if requested != "steady":
         start, asked_end = requested
-        end = min(asked_end, t_last - t0)
+        end = min(asked_end, t_last - t0 + 1e-9)
         ids = _inside(iv, t0, start, end)
         if not ids:
             raise UserError(f"--time {start:g}:{asked_end:g} holds no interval of this recording "

@@ -43,13 +43,18 @@ def choose_mode(recs, mode: str | None) -> str:
 
 
 def build_report(paths: list[Path], *, mode: str | None = None, projection: str | None = None,
-                 progress=None):
-    """Load ``paths`` and return the Report for ``mode`` ("compare", "merge" or None = automatic)."""
+                 progress=None, time_range: str | None = None):
+    """Load ``paths`` and return the Report for ``mode`` ("compare", "merge" or None = automatic).
+
+    ``time_range``: ``--time START:END|steady`` (each recording cut to its own window, see
+    :mod:`dpuprof.render.timewindow`); None for the whole recordings.
+    """
     from dpuprof.recording import load
     from dpuprof.render import projection as proj_mod
     from dpuprof.render.compare import compare_views
     from dpuprof.render.merge import merge_views
     from dpuprof.render.model import Report, build_view, display_names
+    from dpuprof.render.timewindow import windowed
 
     if projection and len(paths) != 1:
         raise UserError("--projection applies to a single recording; for several, each is read "
@@ -58,13 +63,20 @@ def build_report(paths: list[Path], *, mode: str | None = None, projection: str 
     for i, p in enumerate(paths):
         if progress:
             progress.step(f"loading {p.name} ({i + 1}/{len(paths)})")
-        recs.append(load(p))
+        recs.append(windowed(load(p), time_range))
     kind = choose_mode(recs, mode)
     names = display_names([Path(p) for p in paths])
     views = []
     for rec, name in zip(recs, names):
         proj, warns = proj_mod.load(rec.path, projection)
-        views.append(build_view(rec, proj, warns, name=name))
+        if time_range and proj is not None:
+            # a projection's per-category totals cover the whole recording: set beside a window's
+            # measured CPU they would compare different spans, so a windowed report leaves it out
+            proj, warns = None, ["--time: the projection is left out (its CPU totals cover the whole "
+                                 "recording); see 'dpuprof project --time' for a window's speedup"]
+        view = build_view(rec, proj, warns, name=name)
+        view.recording = rec
+        views.append(view)
     if kind == "single":
         return Report("single", views)
     if kind == "compare":

@@ -19,6 +19,8 @@ from dpuprof.categories import CATEGORIES, IDLE, INFRASTRUCTURE
 CPU_TIME_FIELDS = ("user", "nice", "system", "irq", "softirq", "steal")
 #: recording file names that say nothing: the report names such a run after its folder
 GENERIC_NAMES = ("recording", "dpuprof")
+#: how the recorder's own CPU is named where host CPU is listed by process
+RECORDER_LABEL = "dpuprof recorder"
 IO_COLUMNS = ("net_tx", "net_rx", "disk_read", "disk_write", "read_iops", "write_iops")
 
 
@@ -48,6 +50,9 @@ class RunView:
     #: busy CPU seconds by subcategory, largest first
     subcats: pd.Series
     nodes: list["RunView"] = field(default_factory=list)
+    #: the (windowed) Recording this view was built from, for exports that need its raw tables
+    #: (perfetto: real pids, threads, wall-clock times); None for a merged cluster total
+    recording: object = None
 
     # Derived figures, all from ``cats`` (host-wide) so merged views stay consistent.
     @property
@@ -195,9 +200,23 @@ def _io(rec, iv: pd.DataFrame) -> pd.DataFrame:
     return _per_second(iv, pivot, IO_COLUMNS)
 
 
+def recorder_pid(rec) -> int | None:
+    """The recorder's own pid (meta ``recorder_pid``), or None."""
+    pid = rec.meta.get("recorder_pid")
+    return pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
+
+
+def workload_stack_samples(rec) -> pd.DataFrame:
+    """``stack_samples`` without the recorder's own process: its BPF polling is not the workload's
+    (it stays in host CPU, under RECORDER_LABEL)."""
+    ss = rec.table("stack_samples")
+    rpid = recorder_pid(rec)
+    return ss if rpid is None else ss[ss["pid"] != rpid]
+
+
 def _stacks(rec) -> pd.DataFrame:
     cols = ["folded", "category", "subcategory", "samples"]
-    ss, st = rec.table("stack_samples"), rec.table("stacks")
+    ss, st = workload_stack_samples(rec), rec.table("stacks")
     if ss.empty or st.empty:
         return pd.DataFrame(columns=cols).astype({"samples": float})
     agg = ss.groupby(["pid", "stack_id"], as_index=False)["samples"].sum()
@@ -212,6 +231,10 @@ def _stacks(rec) -> pd.DataFrame:
 
 def _warnings(rec, summary: dict) -> list[str]:
     out = []
+    win = rec.meta.get("window")
+    if isinstance(win, dict):
+        out.append(f"time window {win.get('start_s')}-{win.get('end_s')} s of the recording "
+                   f"({win.get('intervals')} intervals): {win.get('how')}")
     if not rec.complete:
         out.append(f"recording was cut short (the recorder did not finish: killed?); "
                    f"data covers {rec.duration_s:.1f} s up to the last complete interval")
@@ -220,29 +243,43 @@ def _warnings(rec, summary: dict) -> list[str]:
         out.append(f"the workload exited with status {code}")
     for probe, why in sorted((rec.meta.get("probes_unavailable") or {}).items()):
         out.append(f"probe {probe} unavailable: {why}")
-    lost = sorted(((c, k) for k, c in (summary.get("lost") or {}).items() if c), reverse=True)
-    if lost:
-        shown = ", ".join(f"{k} x {c:,}" for c, k in lost[:4])
-        more = f" and {len(lost) - 4} more kinds" if len(lost) > 4 else ""
-        out.append(f"data lost in the kernel (see the lost table): {shown}{more}")
-    rpid = rec.meta.get("recorder_pid")
-    if rec.category_split and isinstance(rpid, int):
-        cat = rec.table("cpu_category")
-        own = float(cat.loc[(cat["pid"] == rpid) & (cat["category"] != IDLE), "cpu_s"].sum())
-        if own > 0 and rec.duration_s:
-            out.append(f"the recorder itself used {own / rec.duration_s:.2f} cores ({own:.1f} CPU s), "
-                       "counted in host CPU")
+    from dpuprof.render.losses import from_recording, warning
+
+    line = warning(from_recording(rec))
+    if line:
+        out.append(line)
+    own = (summary.get("recorder") or {}).get("cpu_s", 0.0)
+    if rec.category_split and own > 0 and rec.duration_s:
+        out.append(f"the recorder itself used {own / rec.duration_s:.2f} cores ({own:.1f} CPU s), "
+                   f"counted in host CPU as {RECORDER_LABEL!r} and left out of the stacks")
     if not rec.category_split:
         out.append("no category split (psutil mode): CPU is shown as user/system/softirq time; "
                    "record with the BPF probes to split it into network, storage, crypto ...")
     return out
 
 
+def _recorder_summary(rec) -> dict | None:
+    """{pid, label, cpu_s}: the recorder's own busy CPU, counted in host CPU; None without a pid."""
+    rpid = recorder_pid(rec)
+    if rpid is None:
+        return None
+    cat = rec.table("cpu_category")
+    own = float(cat.loc[(cat["pid"] == rpid) & (cat["category"] != IDLE), "cpu_s"].sum())
+    return {"pid": rpid, "label": RECORDER_LABEL, "cpu_s": round(own, 6)}
+
+
 def build_view(rec, projection: dict | None = None, projection_warnings=(), name: str | None = None) -> RunView:
     """Derive the RunView of a loaded Recording (and its projection, if any)."""
     from dpuprof.recording.summary import summarize
+    from dpuprof.render.losses import from_recording as losses_of
 
     summary = summarize(rec)
+    # additions to the recording summary contract: the losses as shares, the recorder's own CPU and,
+    # with --time, the window the report covers
+    summary["lost_shares"] = [x.as_dict() for x in losses_of(rec)]
+    summary["recorder"] = _recorder_summary(rec)
+    if rec.meta.get("window"):
+        summary["window"] = rec.meta["window"]
     if projection is not None:
         summary["projection"] = projection
     split = rec.category_split
@@ -256,7 +293,7 @@ def build_view(rec, projection: dict | None = None, projection_warnings=(), name
         path=str(rec.path),
         meta={k: rec.meta.get(k) for k in ("host", "kernel", "cpu_model", "cpu_count", "command", "mode",
                                            "sample_freq_hz", "dpuprof_version", "start_time",
-                                           "complete", "exit_code")},
+                                           "complete", "exit_code", "window")},
         summary=summary,
         projection=projection,
         warnings=_warnings(rec, summary) + list(projection_warnings),

@@ -1,54 +1,203 @@
-"""``--format perfetto``: Chrome trace-event JSON (ui.perfetto.dev, chrome://tracing).
+"""``--format perfetto``: Chrome trace-event JSON (ui.perfetto.dev, chrome://tracing) on the real clock.
 
-One counter track ("ph": "C") per category in cores, and counters for network and disk throughput
-(MB/s) and IOPS, all over the recording's time. Each run (or node) is a process in the trace.
-Timestamps are microseconds since the run's start; every counter drops to 0 where the run ends.
+So that it lines up with a PyTorch profiler (Kineto) or nsys trace of the same run:
+
+- ``ts`` is microseconds since the Unix epoch: the recording's intervals are stamped with the
+  recorder's ``time.time()`` (``t_start``/``t_end``, unix seconds), the clock Kineto's JSON uses
+  too; a meta ``clock_offset_s``, where a recording has one, is added to every time;
+- ``pid``/``tid`` are the real ones, with ``process_name`` (the recorded comm; the recorder is
+  named "dpuprof recorder") and ``thread_name`` (from the ``threads`` table of schema-v2
+  recordings; else the main thread, tid = pid, is named after its process); a v2 recording's
+  ``thread_time`` gives each thread an on-CPU / run-queue counter in cores.
+
+What the trace holds, per run:
+
+- pid 0 ("HOST: ... (dpuprof)", the idle task's pid, never a real process of the run): host-wide
+  counters -- CPU by category in cores (``host cpu (cores)``, one counter series per category),
+  network and disk MB/s, IOPS, and per GPU utilisation % and memory MiB;
+- each process of the ``processes`` table with busy CPU: a ``cpu (cores)`` counter with one series
+  per category, 0 where the process was not seen;
+- stack samples as instant events (``"ph": "i"``, thread scope) on the process's main thread: the
+  recording keeps stack samples per interval, not per sample, so each (interval, process, stack)
+  becomes one instant at the interval's start, named after the leaf frame, with ``args``
+  {stack (root first), samples, category, subcategory}. (Instants rather than the format's
+  ``samples``/``stackFrames`` block, because ui.perfetto.dev's JSON importer shows instants and
+  their args, and a selection of them lists the leaf frames with their counts.)
+- step markers (schema v2 ``markers``) as instant events named after their kind;
+- in ``metadata``: the data lost as shares (worst first) and the ``--time`` window, per run.
+
+Comparisons and clusters hold several runs: run k's pids and tids are shifted by k x 2**22 (above
+Linux's largest pid), so runs never share a track; the first run keeps its real ids.
 """
 
 from __future__ import annotations
 
 import json
 
-from dpuprof.render.model import Report, RunView
+import pandas as pd
+
+from dpuprof.categories import CATEGORIES, IDLE
+from dpuprof.render.model import RECORDER_LABEL, Report, RunView, recorder_pid
 from dpuprof.render.output import Rendered
 
-IO_TRACKS = {"net_tx": ("net tx MB/s", 1e-6), "net_rx": ("net rx MB/s", 1e-6),
-             "disk_read": ("disk read MB/s", 1e-6), "disk_write": ("disk write MB/s", 1e-6),
-             "read_iops": ("read IOPS", 1.0), "write_iops": ("write IOPS", 1.0)}
+HOST_PID = 0
+PID_STRIDE = 1 << 22
+IO_TRACKS = {"host net (MB/s)": {"tx": ("net_tx", 1e-6), "rx": ("net_rx", 1e-6)},
+             "host disk (MB/s)": {"read": ("disk_read", 1e-6), "write": ("disk_write", 1e-6)},
+             "host IOPS": {"read": ("read_iops", 1.0), "write": ("write_iops", 1.0)}}
 
 
-def _counters(df, pid: int, names: dict, end_s: float) -> list[dict]:
-    events = []
-    for col, (name, scale) in names.items():
-        if col not in df.columns:
-            continue
-        for t, value in df[col].items():
-            events.append({"name": name, "ph": "C", "ts": round(float(t) * 1e6, 3), "pid": pid, "tid": 0,
-                           "args": {"value": round(float(value) * scale, 6)}})
-        events.append({"name": name, "ph": "C", "ts": round(end_s * 1e6, 3), "pid": pid, "tid": 0,
-                       "args": {"value": 0}})
+def _us(t: float) -> int:
+    return int(round(float(t) * 1e6))
+
+
+def _meta(kind: str, pid: int, tid: int, **args) -> dict:
+    return {"name": kind, "ph": "M", "pid": pid, "tid": tid, "args": args}
+
+
+def _counter_series(name: str, pid: int, starts, frame: pd.DataFrame, end: float) -> list[dict]:
+    """One ``C`` event per row of ``frame`` (columns = series) at ``starts``, then all 0 at ``end``."""
+    cols = list(frame.columns)
+    events = [{"name": name, "ph": "C", "ts": _us(t), "pid": pid, "tid": pid,
+               "args": {c: round(float(v), 6) for c, v in zip(cols, row)}}
+              for t, row in zip(starts, frame.itertuples(index=False))]
+    if events:
+        events.append({"name": name, "ph": "C", "ts": _us(end), "pid": pid, "tid": pid,
+                       "args": {c: 0 for c in cols}})
     return events
 
 
-def run_events(v: RunView, pid: int) -> list[dict]:
-    events = [{"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": f"dpuprof: {v.name}"}},
-              {"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0, "args": {"sort_index": pid}}]
-    end_s = max(v.duration_s, float(v.timeline.index.max()) if len(v.timeline) else 0.0)
-    unit = "cores" if v.category_split else "cpu s/s"
-    events += _counters(v.timeline, pid, {c: (f"cpu {c} ({unit})", 1.0) for c in v.timeline.columns}, end_s)
-    events += _counters(v.io, pid, IO_TRACKS, end_s)
+class _Clock:
+    """Interval times of one recording (unix s, plus the stored clock offset)."""
+
+    def __init__(self, rec):
+        off = rec.meta.get("clock_offset_s")
+        self.offset = float(off) if isinstance(off, (int, float)) and not isinstance(off, bool) else 0.0
+        iv = rec.table("intervals").sort_values("interval").set_index("interval")
+        self.iv = iv.assign(dt=(iv["t_end"] - iv["t_start"]).clip(lower=1e-9),
+                            t_start=iv["t_start"] + self.offset, t_end=iv["t_end"] + self.offset)
+        self.end = float(self.iv["t_end"].max()) if not iv.empty else 0.0
+
+
+def _host_events(v: RunView, rec, clock: _Clock, pid: int) -> list[dict]:
+    iv = clock.iv
+    host = v.meta.get("host") or "host"
+    events = [_meta("process_name", pid, pid, name=f"HOST: {host} (dpuprof {v.name})"),
+              _meta("process_sort_index", pid, pid, sort_index=-1)]
+    tl = v.timeline.reset_index(drop=True)
+    if len(tl) == len(iv):
+        events += _counter_series("host cpu (cores)", pid, iv["t_start"], tl, clock.end)
+    io = v.io.reset_index(drop=True)
+    if len(io) == len(iv):
+        for name, series in IO_TRACKS.items():
+            frame = pd.DataFrame({k: io[col] * scale for k, (col, scale) in series.items() if col in io})
+            events += _counter_series(name, pid, iv["t_start"], frame, clock.end)
+    gpu = rec.table("gpu")
+    for index, g in gpu.groupby("gpu_index"):
+        g = g[g["interval"].isin(iv.index)].sort_values("interval")
+        starts = iv.loc[g["interval"], "t_start"]
+        frame = pd.DataFrame({"util_pct": g["util_pct"].fillna(0).to_numpy(),
+                              "mem_used_MiB": (g["mem_used_bytes"].fillna(0) / 2 ** 20).to_numpy()})
+        events += _counter_series(f"gpu {int(index)}", pid, starts, frame, clock.end)
+    return events
+
+
+def _process_events(rec, clock: _Clock, shift: int) -> list[dict]:
+    """Names and per-process CPU counters of every process of the processes table with busy CPU."""
+    procs = rec.table("processes").drop_duplicates("pid").set_index("pid")
+    cat = rec.table("cpu_category")
+    cat = cat[(cat["category"] != IDLE) & cat["pid"].isin(procs.index)]
+    rpid = recorder_pid(rec)
+    events = []
+    # one pivot for all processes (a pivot per process is 30x slower on a long recording)
+    wide = cat.groupby(["pid", "interval", "category"])["cpu_s"].sum().unstack("category")
+    wide = wide.reindex(columns=list(CATEGORIES)).fillna(0.0)
+    for pid, pivot in wide.groupby(level="pid"):
+        pid = int(pid)
+        pivot = pivot.droplevel("pid")
+        name = RECORDER_LABEL if pid == rpid else (procs.at[pid, "comm"] or f"pid {pid}")
+        events.append(_meta("process_name", pid + shift, pid + shift, name=name))
+        cmd = procs.at[pid, "cmdline"]
+        if cmd:
+            events.append(_meta("process_labels", pid + shift, pid + shift, labels=str(cmd)[:200]))
+        events.append(_meta("thread_name", pid + shift, pid + shift, name=name))
+        span = clock.iv.loc[int(pivot.index.min()):int(pivot.index.max())]
+        pivot = pivot.reindex(index=span.index, columns=list(CATEGORIES), fill_value=0.0).fillna(0.0)
+        cores = pivot.div(span["dt"], axis=0)
+        events += _counter_series("cpu (cores)", pid + shift, span["t_start"], cores, float(span["t_end"].max()))
+    return events
+
+
+def _thread_events(rec, clock: _Clock, shift: int, known: set[int]) -> list[dict]:
+    """thread_name of each thread of the ``threads`` table (schema v2), and per thread its scheduler
+    time from ``thread_time`` as a counter ``thread TID comm`` {on_cpu, runq} in cores (a counter
+    belongs to a process in this format, so the thread is named in the counter's name)."""
+    th = rec.table("threads").drop_duplicates("tid")
+    th = th[th["pid"].isin(known)]
+    events = [_meta("thread_name", int(r.pid) + shift, int(r.tid) + shift, name=r.comm or f"tid {int(r.tid)}")
+              for r in th.itertuples(index=False) if int(r.tid) != int(r.pid)]
+    tt = rec.table("thread_time")
+    tt = tt[tt["tid"].isin(th["tid"]) & tt["interval"].isin(clock.iv.index)]
+    owner = th.set_index("tid")
+    for tid, rows in tt.groupby("tid"):
+        rows = rows.groupby("interval")[["on_cpu_ns", "runq_ns"]].sum()
+        span = clock.iv.loc[rows.index]
+        cores = pd.DataFrame({"on_cpu": rows["on_cpu_ns"].to_numpy(), "runq": rows["runq_ns"].to_numpy()}) \
+            .div(span["dt"].to_numpy() * 1e9, axis=0)
+        pid = int(owner.at[tid, "pid"]) + shift
+        events += _counter_series(f"thread {int(tid)} {owner.at[tid, 'comm']} (cores)", pid, span["t_start"],
+                                  cores, float(span["t_end"].max()))
+    return events
+
+
+def _stack_events(rec, clock: _Clock, shift: int, known: set[int]) -> list[dict]:
+    from dpuprof.render.model import workload_stack_samples
+
+    ss = workload_stack_samples(rec)
+    ss = ss[ss["pid"].isin(known) & ss["interval"].isin(clock.iv.index)]
+    st = rec.table("stacks")
+    agg = ss.groupby(["interval", "pid", "stack_id"], as_index=False)["samples"].sum()
+    agg = agg[agg["samples"] > 0].merge(st[st["category"] != IDLE], on="stack_id", how="inner")
+    agg["ts"] = clock.iv.loc[agg["interval"], "t_start"].to_numpy()
+    agg["leaf"] = agg["folded"].str.rsplit(";", n=1).str[-1]
+    return [{"name": leaf, "ph": "i", "s": "t", "pid": int(pid) + shift, "tid": int(pid) + shift, "ts": _us(ts),
+             "cat": "stack", "args": {"stack": folded, "samples": int(n), "category": cat, "subcategory": sub}}
+            for leaf, pid, ts, folded, n, cat, sub in zip(agg["leaf"], agg["pid"], agg["ts"], agg["folded"],
+                                                          agg["samples"], agg["category"], agg["subcategory"])]
+
+
+def _marker_events(rec, clock: _Clock, shift: int) -> list[dict]:
+    m = rec.table("markers")
+    return [{"name": str(r.kind), "ph": "i", "s": "t", "pid": int(r.pid) + shift, "tid": int(r.tid) + shift,
+             "ts": _us(r.t + clock.offset), "cat": "marker"} for r in m.itertuples(index=False)]
+
+
+def run_events(v: RunView, k: int) -> list[dict]:
+    """The events of run ``k`` of a report (k = 0 keeps the real pids)."""
+    rec = v.recording
+    shift = k * PID_STRIDE
+    clock = _Clock(rec)
+    events = _host_events(v, rec, clock, HOST_PID + shift)
+    if rec.category_split:
+        events += _process_events(rec, clock, shift)
+    known = {int(e["pid"]) - shift for e in events if e["name"] == "process_name"} - {HOST_PID}
+    events += _thread_events(rec, clock, shift, known)
+    events += _stack_events(rec, clock, shift, known)
+    events += _marker_events(rec, clock, shift)
     return events
 
 
 def trace(report: Report) -> dict:
-    views = report.runs if report.kind != "single" else [report.main]
     events = []
-    for pid, v in enumerate(views, start=1):
-        events += run_events(v, pid)
-    if report.total is not None:
-        events += run_events(report.total, len(views) + 1)
+    for k, v in enumerate(report.runs):
+        events += run_events(v, k)
     return {"traceEvents": events, "displayTimeUnit": "ms",
-            "metadata": {"source": "dpuprof", "report": report.title}}
+            "metadata": {"source": "dpuprof", "report": report.title,
+                         "clock": "ts: microseconds since the Unix epoch (the recorder's time.time())",
+                         "pid_shift": {v.name: k * PID_STRIDE for k, v in enumerate(report.runs)},
+                         # the data lost, as shares of what each loss affects, worst first
+                         "lost_shares": {v.name: v.summary.get("lost_shares", []) for v in report.runs},
+                         "window": {v.name: v.summary["window"] for v in report.runs if v.summary.get("window")}}}
 
 
 def render(report: Report, *, stem: str | None = None, progress=None, color: bool = False) -> Rendered:

@@ -18,6 +18,7 @@ RENDERERS = {
     "folded": "folded",
     "speedscope": "speedscope",
     "perfetto": "perfetto",
+    "pprof": "pprof",
 }
 
 #: output suffix -> format; the longest matching suffix wins (".speedscope.json" before ".json")
@@ -31,6 +32,8 @@ EXTENSIONS = {
     ".md": "markdown",
     ".markdown": "markdown",
     ".png": "png",
+    ".pb.gz": "pprof",
+    ".pprof": "pprof",
     ".folded": "folded",
     ".collapsed": "folded",
     ".txt": "terminal",

@@ -1,0 +1,48 @@
+"""``dpuprof report --time START:END|steady``: a Recording cut to a time window.
+
+The window is chosen by :mod:`dpuprof.project.window` (the same rule ``dpuprof project --time``
+uses: an interval belongs to a window when its midpoint lies inside it, so adjacent windows
+``0:10`` and ``10:20`` share no interval and their totals add up to those of ``0:20``). Every
+per-interval table keeps only the window's intervals; ``markers`` keep the hits inside the window;
+the tables without an interval column (processes, threads, stacks) are kept whole.
+"""
+
+from __future__ import annotations
+
+from dpuprof.recording.reader import Recording
+
+
+def choose_window(rec: Recording, requested):
+    """The :class:`dpuprof.project.window.Window` of ``rec`` for ``requested`` ((start, end) s or
+    "steady"). UserError when an explicit range holds no interval."""
+    from dpuprof.project.window import choose
+
+    return choose(rec.table("intervals"), rec.table("cpu_category"), rec.workload_pids,
+                  rec.table("markers"), requested)
+
+
+def cut(rec: Recording, window) -> Recording:
+    """A new Recording holding only ``window``'s intervals (``rec`` is left as it is)."""
+    keep = set(window.intervals)
+    iv = rec.table("intervals")
+    frames = {}
+    for name in rec._frames:
+        df = rec.table(name)
+        if "interval" in df.columns:
+            df = df[df["interval"].isin(keep)].reset_index(drop=True)
+        frames[name] = df
+    inside = iv[iv["interval"].isin(keep)]
+    if not inside.empty and not rec.table("markers").empty:
+        m = rec.table("markers")
+        frames["markers"] = m[(m["t"] >= inside["t_start"].min()) & (m["t"] < inside["t_end"].max())]
+    meta = dict(rec.meta, window=window.as_dict())
+    return Recording(rec.path, meta, frames)
+
+
+def windowed(rec: Recording, time_range: str | None) -> Recording:
+    """``rec`` cut to ``--time time_range`` (None: the whole recording)."""
+    if not time_range:
+        return rec
+    from dpuprof.project.window import parse_range
+
+    return cut(rec, choose_window(rec, parse_range(time_range)))
