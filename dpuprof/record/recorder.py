@@ -21,6 +21,7 @@ from dpuprof.errors import UserError
 from dpuprof.record import child as childmod
 from dpuprof.record.metadata import host_metadata
 from dpuprof.record.status import StatusLine
+from dpuprof.record.targets import Target, Workload
 from dpuprof.record.telemetry import GpuTelemetry, HostTelemetry, ProcessTelemetry, is_process, process_info
 from dpuprof.recording.writer import RecordingWriter
 
@@ -37,6 +38,7 @@ class Options:
     as_root: bool = False
     term_after_s: float = childmod.TERM_AFTER_S  # stop escalation: SIGTERM this long after a stop request
     kill_after_s: float = childmod.KILL_AFTER_S  # then SIGKILL this long after the SIGTERM
+    target: Target | None = None  # what the workload is (None: ``command``); see targets.py
 
 
 class DiskFull(UserError):
@@ -57,7 +59,7 @@ class Recorder:
         self.dirty_procs: set[int] = set()
         self.process_ok: dict[int, bool] = {}
         self.lost_total = 0
-        self._psutil_seen: set[int] = set()  # workload pids seen by psutil polling (psutil mode)
+        self.work = Workload(opts.target or Target(command=tuple(opts.command)))
 
     # ------------------------------------------------------------------ set-up
     def _load_bpf(self):
@@ -91,6 +93,7 @@ class Recorder:
         self.bpf, self.used, self.unavailable = bpf, used, unavailable
         _release_freed_memory()  # clang's compile leaves ~100 MB of freed heap behind
         self.tree = TreeDrainer(bpf, os.getpid())
+        self.work.tree_map, self.work.lost_map = bpf["tree"], bpf["tree_lost"]
         self.samples = SampleDrainer(bpf, Symbolizer(bcc.BPF), Classifier())
         self.softirq = SoftirqDrainer(bpf) if "softirq" in used else None
         self.block = BlockDrainer(bpf) if "block_io" in used else None
@@ -107,6 +110,11 @@ class Recorder:
                             "recording without the category split")
         from dpuprof.record.bcc_loader import import_bcc
         import_bcc()
+        from dpuprof.record.procfs import in_host_pidns
+        if not in_host_pidns():
+            raise UserError("dpuprof runs in a PID namespace other than the host's, and the eBPF probes "
+                            "report host PIDs: run the container with the host PID namespace "
+                            "(docker --pid=host, Kubernetes hostPID: true)")
 
     # ------------------------------------------------------------------ run
     def run(self) -> int:
@@ -126,6 +134,7 @@ class Recorder:
         opts = self.opts
         childmod.block_signals()
         self._check_prerequisites()
+        self.work.prepare()
         if not opts.psutil_only:
             self._load_bpf()
         else:
@@ -143,7 +152,7 @@ class Recorder:
             "recorder_pid": os.getpid(), "user": self.user.name if self.user else None,
             "gpu": gpu.describe(),
             "rules_sha256": None if opts.psutil_only else self.samples.classifier.digest,
-        }
+        } | self.work.meta()
         writer = RecordingWriter(opts.output, meta, owner)
         status = StatusLine(quiet=opts.quiet)
         self._prime()
@@ -152,17 +161,21 @@ class Recorder:
             return self._stopped_before_start(sig, writer)
         start = time.time()
         try:
-            child = childmod.Child(opts.command, self.user, opts.term_after_s, opts.kill_after_s)
+            child = self.work.start(self.user, opts.term_after_s, opts.kill_after_s)
         except UserError:
             writer.close(end_time=time.time(), exit_code=None, complete=True, error="command failed to start")
             raise
-        recording_ok = self._guard_write(status, lambda: writer.set_meta(start_time=start, root_pid=child.pid))
+        # Baselines for processes that ran before the recording (attached, system-wide): their CPU
+        # counts from now, not from their start.
+        procs.sample(self._workload_pids(child))
+        recording_ok = self._guard_write(status, lambda: writer.set_meta(start_time=start,
+                                                                         root_pid=self.work.root_pid))
         t_prev = start
+        end_at = start + opts.target.duration_s if opts.target and opts.target.duration_s else float("inf")
         while True:
-            deadline = t_prev + opts.interval_s
-            self._wait(child, deadline)
+            self._wait(child, min(t_prev + opts.interval_s, end_at))
             now = time.time()
-            done = child.poll() is not None
+            done = child.poll() is not None or now >= end_at
             if recording_ok:
                 recording_ok = self._guard_write(
                     status, lambda: self._write_interval(writer, child, host, procs, gpu, t_prev, now))
@@ -172,20 +185,47 @@ class Recorder:
             if done:
                 break
         status.clear()
+        return self._finish(writer, child, start, recording_ok)
+
+    def _finish(self, writer, child, start: float, recording_ok: bool) -> int:
+        """Close the recording and the probes. A command still running (the --duration window
+        closed) is waited for, signals still forwarded; attached processes are left as they are.
+        Returns dpuprof's exit status: the command's, 0 without a command, 2 after a write error."""
+        from dpuprof.record.targets import Watched
+
+        opts = self.opts
         rc = child.returncode
+        running = child.poll() is None
+        if isinstance(child, Watched):
+            reason = "stopped" if child.stop_requested_at is not None else \
+                "workload exited" if child.exited else "duration"
+        else:
+            reason = "duration" if running else "command exited"
         if recording_ok:
             try:
-                writer.close(end_time=time.time(), exit_code=rc)
+                writer.close(end_time=time.time(), exit_code=rc, stop_reason=reason)
             except sqlite3.Error as err:
                 print(f"dpuprof: error: cannot finish {opts.output} ({err})", file=sys.stderr)
                 recording_ok = False
         if self.bpf is not None:
             self.bpf.cleanup()
+            self.bpf = None
+        took = time.time() - start
+        if not opts.quiet and recording_ok:
+            what = {"command exited": f"command exited {rc}", "duration": "the --duration window closed",
+                    "stopped": "stopped", "workload exited": "every attached process exited"}[reason]
+            print(f"dpuprof: recorded {took:.1f} s, {self.total_samples} samples -> {opts.output}; {what}",
+                  file=sys.stderr)
+        if running and not isinstance(child, Watched):
+            print(f"dpuprof: the command (pid {child.pid}) keeps running after the --duration window; "
+                  "dpuprof waits for it and exits with its status (Ctrl-C is passed to it)", file=sys.stderr)
+            while child.poll() is None:
+                self._wait(child, time.time() + 1.0)
+            rc = child.returncode
+        if rc is None:
+            rc = 0
         if not recording_ok:
             return 2 if rc == 0 else rc
-        if not opts.quiet:
-            print(f"dpuprof: recorded {time.time() - start:.1f} s, {self.total_samples} samples "
-                  f"-> {opts.output}; command exited {rc}", file=sys.stderr)
         return rc
 
     def _guard_write(self, status, write) -> bool:
@@ -251,17 +291,7 @@ class Recorder:
 
     # ------------------------------------------------------------------ per interval
     def _workload_pids(self, child) -> set[int]:
-        if self.bpf is not None:
-            from dpuprof.record.drain import descendants
-            return descendants(self.tree.parents(), child.pid)
-        import psutil
-        try:
-            kids = psutil.Process(child.pid).children(recursive=True)
-        except psutil.NoSuchProcess:
-            kids = []
-        pids = {child.pid, *(k.pid for k in kids)}
-        self._psutil_seen |= pids  # processes that exited stay part of the workload
-        return self._psutil_seen
+        return self.work.pids(self.tree.parents() if self.bpf is not None else None)
 
     def _is_process(self, pid: int) -> bool:
         ok = self.process_ok.get(pid)
@@ -279,7 +309,7 @@ class Recorder:
                 p_ppid, p_comm, cmdline = info
             else:
                 p_ppid, p_comm, cmdline = ppid, comm or "", ""
-            if not in_workload:
+            if not in_workload or not self.work.keep_cmdline():
                 cmdline = ""  # other users' command lines stay out of a shareable file
             known = (ppid if ppid is not None else p_ppid, p_comm or comm or "", cmdline, int(in_workload), now, now)
         else:
@@ -316,7 +346,8 @@ class Recorder:
         if self.bpf is not None:
             from dpuprof.record.drain import scale_to_exact
 
-            drained = self.samples.drain(workload)
+            drained = self.samples.drain(self.work.symbolized(workload))
+            self.work.add_seen(drained["comms"].keys() | drained["run_ns"].keys())  # system-wide only
             exact = self._exact_times(drained["run_ns"], procs.last_deltas, workload)
             cpu_ns = scale_to_exact(drained["cpu"], exact, 1e9 / self.opts.freq_hz)
             rows = []
