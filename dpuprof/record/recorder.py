@@ -185,6 +185,7 @@ class Recorder:
             if done:
                 break
         status.clear()
+        self.t_end = t_prev
         return self._finish(writer, child, start, recording_ok)
 
     def _finish(self, writer, child, start: float, recording_ok: bool) -> int:
@@ -210,7 +211,7 @@ class Recorder:
         if self.bpf is not None:
             self.bpf.cleanup()
             self.bpf = None
-        took = time.time() - start
+        took = self.t_end - start
         if not opts.quiet and recording_ok:
             what = {"command exited": f"command exited {rc}", "duration": "the --duration window closed",
                     "stopped": "stopped", "workload exited": "every attached process exited"}[reason]
@@ -362,6 +363,9 @@ class Recorder:
             stacks_new = drained["new_stacks"]
             for pid, comm in drained["comms"].items():
                 self._note_process(pid, comm, pid in workload, t1, parents.get(pid))
+            for pid in drained["run_ns"]:  # ran, never sampled, gone before /proc was read
+                if pid > 0 and pid in workload and pid not in self.known_procs:
+                    self._note_process(pid, None, True, t1, parents.get(pid))
             if self.softirq:
                 tables["softirq"] = self.softirq.drain()
             if self.block:

@@ -230,9 +230,10 @@ _META_CHECKS = {
     "command": (_is_text_list, "a list of strings"),
     "probes_used": (_is_text_list, "a list of strings"),
     "probes_unavailable": (_is_text_map, "a map of probe names to reasons"),
+    "system_wide": (lambda v: isinstance(v, bool), "true or false"),
     **{key: (lambda v: isinstance(v, str), "text")
        for key in ("mode", "host", "kernel", "cpu_model", "dpuprof_version", "cwd", "user", "error", "arch",
-                   "kernel_version", "python")},
+                   "kernel_version", "python", "workload", "cgroup", "stop_reason")},
 }
 
 

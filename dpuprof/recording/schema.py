@@ -10,7 +10,10 @@ consistent up to its last committed interval.
   command (list), cwd, start_time, end_time (unix s; end_time absent if cut short), complete (bool),
   exit_code, mode ("bpf" or "psutil"), sample_freq_hz, interval_s, probes_used (list),
   probes_unavailable ({probe: reason}), category_split (bool), root_pid, recorder_pid, user, gpu,
-  rules_sha256 (of the classification rules used).
+  rules_sha256 (of the classification rules used), workload ("command", "attach", "cgroup" or
+  "system-wide": what in_workload marks), system_wide (bool, -a), duration_s (the --duration
+  window or null), attached ([{pid, comm, cmdline}] of -p), cgroup (the --cgroup directory),
+  stop_reason ("command exited", "workload exited", "duration" or "stopped").
 
 Version 2 adds what the projection's critical-path model needs: per-thread scheduling of the
 workload's threads (``threads``, ``thread_time``, ``thread_wait``, ``thread_category``), collective
