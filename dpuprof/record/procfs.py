@@ -153,5 +153,12 @@ def cgroup(pid: int) -> str | None:
     return None
 
 
-__all__ = ["Stat", "stat", "alive", "tgid", "tasks", "all_pids", "parents", "descendants",
+def namespaces(pid: int) -> tuple[int | None, str | None]:
+    """(container-side pid, cgroup v2 path) of ``pid``, as the processes table stores them."""
+    if pid <= 0:
+        return None, None
+    return ns_pid(pid), cgroup(pid)
+
+
+__all__ = ["namespaces", "Stat", "stat", "alive", "tgid", "tasks", "all_pids", "parents", "descendants",
            "in_host_pidns", "ns_pid", "cgroup", "cgroup2_mount"]

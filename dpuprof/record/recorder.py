@@ -20,6 +20,7 @@ from dpuprof.categories import IDLE, top_level
 from dpuprof.errors import UserError
 from dpuprof.record import child as childmod
 from dpuprof.record.metadata import host_metadata
+from dpuprof.record.procfs import namespaces
 from dpuprof.record.status import StatusLine
 from dpuprof.record.targets import Target, Workload
 from dpuprof.record.telemetry import GpuTelemetry, HostTelemetry, ProcessTelemetry, is_process, process_info
@@ -55,7 +56,7 @@ class Recorder:
         self.interval = 0
         self.total_samples = 0
         self.cat_totals: Counter = Counter()
-        self.known_procs: dict[int, tuple] = {}  # pid -> (ppid, comm, cmdline, in_workload, first, last)
+        self.known_procs: dict[int, tuple] = {}  # pid -> (ppid, comm, cmdline, in_workload, first, last, ns_pid, cgroup)
         self.dirty_procs: set[int] = set()
         self.process_ok: dict[int, bool] = {}
         self.lost_total = 0
@@ -312,9 +313,10 @@ class Recorder:
                 p_ppid, p_comm, cmdline = ppid, comm or "", ""
             if not in_workload or not self.work.keep_cmdline():
                 cmdline = ""  # other users' command lines stay out of a shareable file
-            known = (ppid if ppid is not None else p_ppid, p_comm or comm or "", cmdline, int(in_workload), now, now)
+            known = (ppid if ppid is not None else p_ppid, p_comm or comm or "", cmdline, int(in_workload), now, now,
+                     *namespaces(pid))
         else:
-            known = (*known[:3], max(known[3], int(in_workload)), known[4], now)
+            known = (*known[:3], max(known[3], int(in_workload)), known[4], now, *known[6:])
         self.known_procs[pid] = known
         self.dirty_procs.add(pid)
 
