@@ -283,3 +283,13 @@ def test_attach_into_a_pid_namespace(tmp_path):
         assert mine > 0.2 and mine >= 0.9 * wl, (mine, wl)  # the namespace's busy pid 1 is the workload
     finally:
         _kill_tree(job)
+
+
+def test_inside_a_pid_namespace_without_host_pids_is_one_line(tmp_path):
+    # A container without hostPID: the probes report host PIDs that this /proc does not show.
+    proc = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", PYTHON, "-m", "dpuprof", "record",
+                           "-o", str(tmp_path / "x.rec"), "--", "true"], capture_output=True, text=True,
+                          timeout=120, cwd=os.path.dirname(WORKLOADS.parent))
+    line = _one_line_exit_2(proc)
+    assert "PID namespace" in line and "hostPID" in line
+    assert not (tmp_path / "x.rec").exists()

@@ -166,9 +166,8 @@ class Recorder:
         except UserError:
             writer.close(end_time=time.time(), exit_code=None, complete=True, error="command failed to start")
             raise
-        # Baselines for processes that ran before the recording (attached, system-wide): their CPU
-        # counts from now, not from their start.
-        procs.sample(self._workload_pids(child))
+        if not self.work.target.command:  # processes that ran before: their CPU counts from now
+            procs.sample(self._workload_pids(child))
         recording_ok = self._guard_write(status, lambda: writer.set_meta(start_time=start,
                                                                          root_pid=self.work.root_pid))
         t_prev = start
@@ -193,16 +192,12 @@ class Recorder:
         """Close the recording and the probes. A command still running (the --duration window
         closed) is waited for, signals still forwarded; attached processes are left as they are.
         Returns dpuprof's exit status: the command's, 0 without a command, 2 after a write error."""
-        from dpuprof.record.targets import Watched
+        from dpuprof.record.targets import STOP_TEXT, Watched, stop_reason
 
         opts = self.opts
         rc = child.returncode
         running = child.poll() is None
-        if isinstance(child, Watched):
-            reason = "stopped" if child.stop_requested_at is not None else \
-                "workload exited" if child.exited else "duration"
-        else:
-            reason = "duration" if running else "command exited"
+        reason = stop_reason(child)
         if recording_ok:
             try:
                 writer.close(end_time=time.time(), exit_code=rc, stop_reason=reason)
@@ -212,12 +207,9 @@ class Recorder:
         if self.bpf is not None:
             self.bpf.cleanup()
             self.bpf = None
-        took = self.t_end - start
         if not opts.quiet and recording_ok:
-            what = {"command exited": f"command exited {rc}", "duration": "the --duration window closed",
-                    "stopped": "stopped", "workload exited": "every attached process exited"}[reason]
-            print(f"dpuprof: recorded {took:.1f} s, {self.total_samples} samples -> {opts.output}; {what}",
-                  file=sys.stderr)
+            print(f"dpuprof: recorded {self.t_end - start:.1f} s, {self.total_samples} samples -> {opts.output}; "
+                  + STOP_TEXT[reason].format(rc=rc), file=sys.stderr)
         if running and not isinstance(child, Watched):
             print(f"dpuprof: the command (pid {child.pid}) keeps running after the --duration window; "
                   "dpuprof waits for it and exits with its status (Ctrl-C is passed to it)", file=sys.stderr)

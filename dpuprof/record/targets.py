@@ -290,6 +290,20 @@ class Workload:
                 "cgroup": self.cgroup_path}
 
 
+STOP_TEXT = {"command exited": "command exited {rc}", "duration": "the --duration window closed",
+             "stopped": "stopped", "workload exited": "every attached process exited"}
+
+
+def stop_reason(child) -> str:
+    """Why the recording ended (meta ``stop_reason``, a key of ``STOP_TEXT``), from the handle
+    ``Workload.start`` returned, once the recording loop is over."""
+    if isinstance(child, Watched):
+        if child.stop_requested_at is not None:
+            return "stopped"
+        return "workload exited" if child.exited else "duration"
+    return "duration" if child.poll() is None else "command exited"
+
+
 class _Everyone:
     """A set that contains every pid (full symbols for all processes with ``-a``)."""
 
@@ -297,5 +311,5 @@ class _Everyone:
         return True
 
 
-__all__ = ["Target", "Workload", "Watched", "make_target", "parse_pids", "check_pids", "cgroup_dir",
+__all__ = ["Target", "Workload", "Watched", "stop_reason", "STOP_TEXT", "make_target", "parse_pids", "check_pids", "cgroup_dir",
            "cgroup_members"]
