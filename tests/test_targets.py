@@ -128,12 +128,15 @@ def test_descendants_has_the_tree_map_shape(tree):
 
 def test_attach_seeds_the_existing_tree_and_keeps_exited_processes(tree):
     proc, child, grandchild = tree
-    work = Workload(Target(pids=(proc.pid,)), recorder_pid=os.getpid(), tree_map=FakeTreeMap())
+    member = FakeTreeMap()
+    work = Workload(Target(pids=(proc.pid,)), recorder_pid=os.getpid(), tree_map=FakeTreeMap(),
+                    also_seed=[(member, 1)])
     work.prepare()
     watched = work.start(None, 1, 1)
     assert isinstance(watched, Watched) and watched.poll() is None
     seeded = work.tree_map.data
     assert {proc.pid, child, grandchild} <= seeded.keys() and seeded[grandchild] == child
+    assert member.data == dict.fromkeys(seeded, 1)  # a probe's own membership map, seeded alike
     assert work.meta()["workload"] == "attach" and work.meta()["attached"][0]["pid"] == proc.pid
     pids = work.pids(dict(seeded))
     assert {proc.pid, child, grandchild} <= pids
@@ -189,3 +192,20 @@ def test_cgroup_errors_are_one_line(tmp_path):
     assert "\n" not in str(err.value) and "--cgroup" in str(err.value)
     with pytest.raises(UserError):
         cgroup_dir(str(tmp_path))
+
+
+def test_stop_reason_says_why_the_recording_ended(tree):
+    from dpuprof.record.targets import STOP_TEXT, stop_reason
+
+    proc, _, _ = tree
+    work = Workload(Target(pids=(proc.pid,)), recorder_pid=os.getpid())
+    work.prepare()
+    watched = work.start(None, 1, 1)
+    assert stop_reason(watched) == "duration"  # the loop ended while the job still ran
+    watched.stop_requested_at = time.time()
+    assert stop_reason(watched) == "stopped"
+    assert stop_reason(Watched(None)) == "duration"
+    ended = Watched(None)
+    ended.exited = True
+    assert stop_reason(ended) == "workload exited"
+    assert set(STOP_TEXT) == {"command exited", "duration", "stopped", "workload exited"}

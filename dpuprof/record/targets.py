@@ -165,6 +165,7 @@ class Workload:
     child: object = None
     cgroup_path: str | None = None
     attached: list[dict] = field(default_factory=list)  # [{pid, comm, cmdline}] of the -p roots
+    also_seed: list[tuple[object, int]] = field(default_factory=list)  # (BPF map, value) seeded like tree
 
     def prepare(self) -> None:
         """Validate against the running system before anything is loaded (UserError)."""
@@ -214,6 +215,10 @@ class Workload:
             for tid, parent in new.items():
                 try:
                     self.tree_map[ct.c_uint32(tid)] = ct.c_uint32(parent)
+                    # Other probes that follow the tree in their own map (e.g. a membership map
+                    # keyed by task id) get the same tasks: see ``also_seed``.
+                    for table, value in self.also_seed:
+                        table[ct.c_uint32(tid)] = ct.c_uint32(value)
                 except Exception:  # bcc raises a bare Exception when the map is full
                     lost += 1
             have.update(new)
