@@ -209,3 +209,35 @@ def test_stop_reason_says_why_the_recording_ended(tree):
     ended.exited = True
     assert stop_reason(ended) == "workload exited"
     assert set(STOP_TEXT) == {"command exited", "duration", "stopped", "workload exited"}
+
+
+def test_cgroup_newcomers_that_started_before_are_marked_moved_in(tmp_path, monkeypatch):
+    # A stand-in cgroup directory (a real one is exercised by the root test): cgroup.procs lists pids.
+    import dpuprof.record.targets as targets
+
+    group = tmp_path / "grp"
+    group.mkdir()
+    procs_file = group / "cgroup.procs"
+    old = subprocess.Popen(["sleep", "30"])  # started before the recording
+    try:
+        procs_file.write_text("")
+        monkeypatch.setattr(targets, "cgroup_dir", lambda path: str(group))
+        work = Workload(Target(cgroup="/grp"), recorder_pid=os.getpid())
+        work.prepare()
+        watched = work.start(None, 1, 1)
+        assert watched.poll() == 0 and watched.exited  # an empty cgroup: nothing to wait for
+        watched.exited = False
+        procs_file.write_text(f"{old.pid}\n")  # moved in during the recording
+        assert old.pid in work.pids(None)
+        assert work.take_moved_in() == [old.pid] and work.take_moved_in() == []
+        new = subprocess.Popen(["sleep", "30"])  # born during the recording: counts whole
+        try:
+            procs_file.write_text(f"{old.pid}\n{new.pid}\n")
+            assert new.pid in work.pids(None) and work.take_moved_in() == []
+            assert watched.poll() is None
+        finally:
+            new.kill()
+            new.wait()
+    finally:
+        old.kill()
+        old.wait()

@@ -337,6 +337,7 @@ class Recorder:
         parents = self.tree.parents() if self.bpf is not None else {}
         stacks_new = []
         live_workload = [p for p in workload if self._is_process(p)]
+        procs.sample(self.work.take_moved_in())  # baselines only: their CPU before joining is not ours
         tables["proc_cpu"] = procs.sample(live_workload)
         if self.bpf is not None:
             from dpuprof.record.drain import scale_to_exact

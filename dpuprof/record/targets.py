@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes as ct
 import os
+import time
 from dataclasses import dataclass, field
 
 from dpuprof.errors import UserError
@@ -166,6 +167,8 @@ class Workload:
     cgroup_path: str | None = None
     attached: list[dict] = field(default_factory=list)  # [{pid, comm, cmdline}] of the -p roots
     also_seed: list[tuple[object, int]] = field(default_factory=list)  # (BPF map, value) seeded like tree
+    started_boot_s: float | None = None  # CLOCK_BOOTTIME when the recording started
+    moved_in: set[int] = field(default_factory=set)  # processes that joined the cgroup, started before
 
     def prepare(self) -> None:
         """Validate against the running system before anything is loaded (UserError)."""
@@ -192,6 +195,9 @@ class Workload:
             self._refresh_cgroup()
         else:
             self._seed(self.roots)
+        # From here on a process that joins the cgroup is "moved in" (the first ones get their
+        # baselines from the recorder right after start).
+        self.started_boot_s = time.clock_gettime(time.CLOCK_BOOTTIME)
         return Watched(self if self.roots or self.cgroup_path else None)
 
     @property
@@ -199,12 +205,12 @@ class Workload:
         return next(iter(self.roots), None)
 
     # ------------------------------------------------------------------ the tree
-    def _seed(self, roots) -> None:
-        """Put the live trees under ``roots`` into the BPF tree map. Repeated until a pass finds
-        nothing new, so a fork between reading /proc and seeding its parent is not missed (after
-        the parent is seeded the kernel adds its children itself)."""
+    def _seed(self, roots) -> set[int]:
+        """Put the live trees under ``roots`` into the BPF tree map; return their task ids.
+        Repeated until a pass finds nothing new, so a fork between reading /proc and seeding its
+        parent is not missed (after the parent is seeded the kernel adds its children itself)."""
         if self.tree_map is None:
-            return
+            return set(procfs.descendants(roots, exclude=(self.recorder_pid,)))
         have: set[int] = set()
         lost = 0
         for _ in range(5):
@@ -224,6 +230,7 @@ class Workload:
             have.update(new)
         if lost and self.lost_map is not None:
             self.lost_map[ct.c_int(0)] = ct.c_uint64(self.lost_map[ct.c_int(0)].value + lost)
+        return have
 
     def _refresh_cgroup(self) -> None:
         members = cgroup_members(self.cgroup_path) - {self.recorder_pid}
@@ -233,8 +240,24 @@ class Workload:
             if st is not None:
                 new[pid] = st.starttime
         self.roots = {p: s for p, s in self.roots.items() if p in members} | new
-        if new:
-            self._seed(new)
+        if not new:
+            return
+        seeded = self._seed(new)
+        if self.started_boot_s is None:
+            return
+        # A process moved into the cgroup during the recording that started before it: its CPU
+        # must count from now, not from its start (a child forked inside is new and counts whole).
+        tick = os.sysconf("SC_CLK_TCK")
+        for tid in seeded:
+            st = procfs.stat(tid)
+            if st is not None and st.starttime / tick < self.started_boot_s and procfs.tgid(tid) == tid:
+                self.moved_in.add(tid)
+
+    def take_moved_in(self) -> list[int]:
+        """Processes that joined the workload since the last call but ran before the recording
+        started (cgroup mode): the recorder takes their CPU baselines before counting them."""
+        out, self.moved_in = sorted(self.moved_in), set()
+        return out
 
     def pids(self, parents: dict[int, int] | None) -> set[int]:
         """The workload's pids now, with every earlier one kept (an exited process keeps its data)."""
