@@ -119,6 +119,7 @@ def test_system_wide_for_three_seconds(tmp_path):
     rec, s = _load(out), summary_of(out)
     assert 2.9 <= s["duration_s"] <= 3.6 and time.time() - t0 >= 3
     assert rec.meta["workload"] == "system-wide" and rec.meta["system_wide"] is True
+    assert s["workload"] == "system-wide"  # report --format json says so too
     assert rec.meta["stop_reason"] == "duration" and rec.meta["command"] == []
     pids = rec.workload_pids
     rpid = rec.meta["recorder_pid"]
