@@ -1,4 +1,5 @@
-"""The recording loop: start probes, run the command, drain every interval, commit every interval.
+"""The recording loop: start probes, run the command (or watch the workload: targets.py), drain
+every interval, commit every interval.
 
 Modes: ``bpf`` (default; root and bcc) samples stacks and classifies CPU into categories;
 ``psutil`` (``--probes psutil``) needs no root and records host and per-process CPU splits only.
@@ -119,7 +120,9 @@ class Recorder:
 
     # ------------------------------------------------------------------ run
     def run(self) -> int:
-        """Record until the command exits; return its exit status (see ``record``).
+        """Record until the command exits, the --duration window closes, or (no command: -p, -a,
+        --cgroup) a stop signal comes or every watched process has exited; return dpuprof's exit
+        status (see ``_finish``).
 
         Stop signals are blocked from the start and taken synchronously (``_wait``). One that is
         pending before the command starts (it came while the probes compiled) stops dpuprof: the
@@ -395,7 +398,8 @@ def _release_freed_memory() -> None:
 
 
 def record(opts: Options) -> int:
-    """Record ``opts.command``; returns the exit status for dpuprof (the child's, 128+N if killed)."""
+    """Record ``opts.target`` (or ``opts.command``); returns the exit status for dpuprof (the
+    child's, 128+N if killed; 0 when no command was launched)."""
     return Recorder(opts).run()
 
 
