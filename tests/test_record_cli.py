@@ -65,3 +65,24 @@ def test_doctor_json():
     for c in data["checks"]:
         assert c["ok"] or c["fix"] or not c["required"], c
     assert proc.returncode == (0 if data["ok"] else 1)
+
+
+def test_psutil_attach_counts_cpu_from_the_attach_not_from_the_start(tmp_path):
+    # A single-threaded burner that has already used ~2 s of CPU when dpuprof attaches for 2 s:
+    # the recording must hold at most the window's CPU (one core x 2 s), and the job runs on.
+    burner = subprocess.Popen([PYTHON, "-c", "import time\nt = time.time()\nwhile time.time() - t < 60: pass"])
+    try:
+        import time
+        time.sleep(2.0)
+        out = tmp_path / "att.rec"
+        proc = subprocess.run([PYTHON, "-c", NO_ROOT, "record", "-q", "--probes", "psutil", "-p", str(burner.pid),
+                               "-d", "2", "-o", str(out)], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert burner.poll() is None
+        s = summary_of(out)
+        assert s["workload"] == "attach"
+        cpu = s["workload_cpu"]["total_s"]
+        assert 0.1 < cpu <= 1.05 * s["duration_s"] + 0.05, (cpu, s["duration_s"])
+    finally:
+        burner.kill()
+        burner.wait()

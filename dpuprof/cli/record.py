@@ -9,9 +9,21 @@ import click
 from dpuprof.record.child import KILL_AFTER_S, TERM_AFTER_S, block_signals
 
 EPILOG = """\b
+Output names (-o): %h hostname, %p dpuprof's pid, %n the first free counter (1, 2, ...),
+%q{VAR} environment variable VAR (an error when unset), %% a literal %.
+
+\b
 Examples:
   sudo dpuprof record -- python train.py --epochs 1
   sudo dpuprof record -o run1.rec -F 199 -- torchrun --nproc-per-node 2 train.py
+  sudo dpuprof record -p 4242 -d 60 -o attach.rec        # a running job, its whole tree, 60 s
+  sudo dpuprof record -p $(pgrep -d, -f train.py)        # several processes, until Ctrl-C
+  sudo dpuprof record -a -d 10 -o host-%h.rec            # every process on the host, 10 s
+  sudo dpuprof record -a -- python train.py              # host-wide, train.py as the workload
+  sudo dpuprof record --cgroup /system.slice/job.scope -d 30
+  srun dpuprof record -o run-%h-%q{SLURM_PROCID}.rec -- python train.py
+  dpuprof record -o run-%h.rec -- torchrun --nnodes 2 --nproc-per-node 4 --rdzv-backend c10d \\
+      --rdzv-endpoint node0:29500 train.py               # on each node: one recording per node
   dpuprof record --probes psutil -- python train.py     # no root: CPU splits only
   dpuprof report --format json                          # summary of the newest recording
 """
@@ -19,7 +31,21 @@ Examples:
 
 @click.command(epilog=EPILOG, context_settings={"ignore_unknown_options": True})
 @click.option("-o", "--output", default="dpuprof.rec", show_default=True, type=click.Path(dir_okay=False),
-              help="Recording file; an existing one is renamed to *.old (like perf.data).")
+              help="Recording file, a template (%h %p %n %q{VAR} %%: see below); an existing file is "
+                   "renamed to *.old (like perf.data).")
+@click.option("-p", "--pid", "pids", metavar="PID[,PID...]",
+              help="Attach to running processes and follow their whole trees (children born later "
+                   "too). Never stops or signals them; stops on Ctrl-C, SIGTERM, --duration, or when "
+                   "every attached tree has exited.")
+@click.option("-a", "--system-wide", is_flag=True,
+              help="The whole host: without a command every process is the workload (until Ctrl-C or "
+                   "--duration); with a command, the host while it runs, its tree as the workload.")
+@click.option("--cgroup", metavar="PATH",
+              help="A cgroup v2 subtree is the workload (a Kubernetes pod, a systemd or Slurm scope), "
+                   "relative to /sys/fs/cgroup or a full path.")
+@click.option("-d", "--duration", "duration_s", type=click.FloatRange(0.1, 30 * 86400), metavar="SECONDS",
+              help="Record for this long, then stop. A launched command keeps running after the "
+                   "window closes: dpuprof waits for it and exits with its status.")
 @click.option("-F", "--freq", "freq_hz", default=99, show_default=True, type=click.IntRange(1, 10000),
               help="CPU sampling frequency per CPU, Hz.")
 @click.option("--interval", "interval_s", default=1.0, show_default=True, type=click.FloatRange(0.1, 60),
@@ -36,10 +62,11 @@ Examples:
               "is still running this long after.")
 @click.option("--kill-after", "kill_after_s", default=KILL_AFTER_S, show_default=True, type=click.FloatRange(0, 3600),
               metavar="SECONDS", help="Then send SIGKILL if it is still running this long after the SIGTERM.")
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def record(output, freq_hz, interval_s, probes, quiet, as_root, term_after_s, kill_after_s, command):
-    """Run COMMAND and record host CPU by category (network, storage, crypto, compression, compute,
-    kernel_other), bytes moved and IO counts.
+@click.argument("command", nargs=-1, required=False, type=click.UNPROCESSED)
+def record(output, pids, system_wide, cgroup, duration_s, freq_hz, interval_s, probes, quiet, as_root,
+           term_after_s, kill_after_s, command):
+    """Run COMMAND (or attach with -p, --cgroup, -a) and record host CPU by category (network,
+    storage, crypto, compression, compute, kernel_other), bytes moved and IO counts.
 
     Follows COMMAND's whole process tree. Exits with COMMAND's exit status (128+N if it was killed by
     signal N). Ctrl-C is passed to COMMAND; the recording is kept up to the last second.
@@ -49,7 +76,12 @@ def record(output, freq_hz, interval_s, probes, quiet, as_root, term_after_s, ki
     (kill, Slurm) is forwarded. If COMMAND is still running --term-after seconds later it gets
     SIGTERM, and --kill-after seconds after that SIGKILL; a second Ctrl-C takes the next step at once.
     A stop signal that arrives before COMMAND starts (while the probes load) stops dpuprof without
-    starting COMMAND: exit 128+N, no recording written.
+    starting COMMAND: exit 128+N, no recording written. With -p, --cgroup or -a alone, Ctrl-C and
+    SIGTERM stop the recording only (nothing is forwarded) and dpuprof exits 0.
+
+    \b
+    --duration with COMMAND: the recording closes after SECONDS and COMMAND keeps running; dpuprof
+    says so on stderr, waits for it, and exits with its status.
 
     \b
     Disk full (or another write error): one error line, the recording keeps every interval written
@@ -58,14 +90,19 @@ def record(output, freq_hz, interval_s, probes, quiet, as_root, term_after_s, ki
     from pathlib import Path
 
     block_signals()  # from here on a stop signal is taken by the recorder, never lost half-way
+    from dpuprof.record.outname import expand
     from dpuprof.record.recorder import Options
     from dpuprof.record.recorder import record as run_record
+    from dpuprof.record.targets import make_target
+
+    target = make_target(command, pids, system_wide, cgroup, duration_s)
+    output = expand(output)
 
     names = [p.strip() for p in probes.split(",") if p.strip()]
     psutil_only = names == ["psutil"]
     if "psutil" in names and not psutil_only:
         raise click.BadParameter("'psutil' cannot be combined with eBPF probes", param_hint="--probes")
-    opts = Options(command=list(command), output=Path(output), freq_hz=freq_hz, interval_s=interval_s,
+    opts = Options(command=list(command), target=target, output=Path(output), freq_hz=freq_hz, interval_s=interval_s,
                    probes=[] if names == ["all"] or psutil_only else names, psutil_only=psutil_only,
                    quiet=quiet, as_root=as_root, term_after_s=term_after_s, kill_after_s=kill_after_s)
     sys.exit(run_record(opts))

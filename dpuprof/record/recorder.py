@@ -1,4 +1,5 @@
-"""The recording loop: start probes, run the command, drain every interval, commit every interval.
+"""The recording loop: start probes, run the command (or watch the workload: targets.py), drain
+every interval, commit every interval.
 
 Modes: ``bpf`` (default; root and bcc) samples stacks and classifies CPU into categories;
 ``psutil`` (``--probes psutil``) needs no root and records host and per-process CPU splits only.
@@ -20,7 +21,9 @@ from dpuprof.categories import IDLE, top_level
 from dpuprof.errors import UserError
 from dpuprof.record import child as childmod
 from dpuprof.record.metadata import host_metadata
+from dpuprof.record.procfs import namespaces
 from dpuprof.record.status import StatusLine
+from dpuprof.record.targets import Target, Workload
 from dpuprof.record.telemetry import GpuTelemetry, HostTelemetry, ProcessTelemetry, is_process, process_info
 from dpuprof.recording.writer import RecordingWriter
 
@@ -37,6 +40,7 @@ class Options:
     as_root: bool = False
     term_after_s: float = childmod.TERM_AFTER_S  # stop escalation: SIGTERM this long after a stop request
     kill_after_s: float = childmod.KILL_AFTER_S  # then SIGKILL this long after the SIGTERM
+    target: Target | None = None  # what the workload is (None: ``command``); see targets.py
 
 
 class DiskFull(UserError):
@@ -54,14 +58,14 @@ class Recorder:
         self.interval = 0
         self.total_samples = 0
         self.cat_totals: Counter = Counter()
-        self.known_procs: dict[int, tuple] = {}  # pid -> (ppid, comm, cmdline, in_workload, first, last)
+        self.known_procs: dict[int, tuple] = {}  # pid -> (ppid, comm, cmdline, in_workload, first, last, ns_pid, cgroup)
         self.dirty_procs: set[int] = set()
         self.process_ok: dict[int, bool] = {}
         self.lost_total = 0
-        self._psutil_seen: set[int] = set()  # workload pids seen by psutil polling (psutil mode)
         self.workload_cpu_s = 0.0  # the workload's proc_cpu (user + system) so far, for the status line
         self.uprobes = None  # dpuprof.record.uprobes.UprobeSession (bpf mode)
         self.threads = None  # ThreadRecorder: per-thread tables (threads.py)
+        self.work = Workload(opts.target or Target(command=tuple(opts.command)))
 
     # ------------------------------------------------------------------ set-up
     def _load_bpf(self):
@@ -96,6 +100,7 @@ class Recorder:
         self.hooks = probemod.hooks(bpf)
         _release_freed_memory()  # clang's compile leaves ~100 MB of freed heap behind
         self.tree = TreeDrainer(bpf, os.getpid())
+        self.work.tree_map, self.work.lost_map = bpf["tree"], bpf["tree_lost"]
         self.samples = SampleDrainer(bpf, Symbolizer(bcc.BPF), Classifier())
         self.softirq = SoftirqDrainer(bpf) if "softirq" in used else None
         self.block = BlockDrainer(bpf) if "block_io" in used else None
@@ -105,6 +110,7 @@ class Recorder:
         if "uprobes" in used:  # uprobes hook (1/3)
             from dpuprof.record import uprobes
             self.uprobes = uprobes.start(bpf, os.getpid())
+            self.work.also_seed.append((bpf["wl"], 1))  # attached trees are uprobe members too
 
     def _check_prerequisites(self):
         if self.opts.psutil_only:
@@ -115,10 +121,17 @@ class Recorder:
                             "recording without the category split")
         from dpuprof.record.bcc_loader import import_bcc
         import_bcc()
+        from dpuprof.record.procfs import in_host_pidns
+        if not in_host_pidns():
+            raise UserError("dpuprof runs in a PID namespace other than the host's, and the eBPF probes "
+                            "report host PIDs: run the container with the host PID namespace "
+                            "(docker --pid=host, Kubernetes hostPID: true)")
 
     # ------------------------------------------------------------------ run
     def run(self) -> int:
-        """Record until the command exits; return its exit status (see ``record``).
+        """Record until the command exits, the --duration window closes, or (no command: -p, -a,
+        --cgroup) a stop signal comes or every watched process has exited; return dpuprof's exit
+        status (see ``_finish``).
 
         Stop signals are blocked from the start and taken synchronously (``_wait``). One that is
         pending before the command starts (it came while the probes compiled) stops dpuprof: the
@@ -134,6 +147,7 @@ class Recorder:
         opts = self.opts
         childmod.block_signals()
         self._check_prerequisites()
+        self.work.prepare()
         if not opts.psutil_only:
             self._load_bpf()
         else:
@@ -143,7 +157,8 @@ class Recorder:
             return self._stopped_before_start(sig, None)
         host, procs, gpu = HostTelemetry(), ProcessTelemetry(), GpuTelemetry()
         from dpuprof.record.threads import SchedWaitMaps, ThreadRecorder
-        self.threads = ThreadRecorder(SchedWaitMaps(self.bpf) if "sched_wait" in self.used else None)
+        self.threads = ThreadRecorder(SchedWaitMaps(self.bpf) if "sched_wait" in self.used else None,
+                                      started=None if self.work.target.command else time.time())
         owner = (self.user.uid, self.user.gid) if self.user else None
         meta = host_metadata() | {
             "command": list(opts.command), "cwd": os.getcwd(),
@@ -155,7 +170,7 @@ class Recorder:
             "gpu": gpu.describe(),
             "rules_sha256": None if opts.psutil_only else self.samples.classifier.digest,
             **(self.uprobes.meta() if self.uprobes else {}),  # uprobes hook (2/3)
-        }
+        } | self.work.meta()
         writer = RecordingWriter(opts.output, meta, owner)
         status = StatusLine(quiet=opts.quiet)
         self._prime()
@@ -164,42 +179,66 @@ class Recorder:
             return self._stopped_before_start(sig, writer)
         start = time.time()
         try:
-            child = childmod.Child(opts.command, self.user, opts.term_after_s, opts.kill_after_s)
+            child = self.work.start(self.user, opts.term_after_s, opts.kill_after_s)
         except UserError:
             writer.close(end_time=time.time(), exit_code=None, complete=True, error="command failed to start")
             raise
-        recording_ok = self._guard_write(status, lambda: writer.set_meta(start_time=start, root_pid=child.pid))
+        if not self.work.target.command:  # processes that ran before: their CPU counts from now
+            procs.sample(self._workload_pids(child))
+        recording_ok = self._guard_write(status, lambda: writer.set_meta(start_time=start,
+                                                                         root_pid=self.work.root_pid))
         t_prev = start
+        end_at = start + opts.target.duration_s if opts.target and opts.target.duration_s else float("inf")
         while True:
-            deadline = t_prev + opts.interval_s
-            self._wait(child, deadline)
+            self._wait(child, min(t_prev + opts.interval_s, end_at))
             now = time.time()
-            done = child.poll() is not None
+            done = child.poll() is not None or now >= end_at
             if recording_ok:
                 recording_ok = self._guard_write(
                     status, lambda: self._write_interval(writer, child, host, procs, gpu, t_prev, now))
             t_prev = now
             if recording_ok:
                 status.update(now - start, self.total_samples, self.cat_totals, self.lost_total,
-                              **({"workload_cpu_s": self.workload_cpu_s, "processes": len(self._psutil_seen)}
+                              **({"workload_cpu_s": self.workload_cpu_s, "processes": len(self.work.seen)}
                                  if opts.psutil_only else {}))
             if done:
                 break
         status.clear()
+        self.t_end = t_prev
+        return self._finish(writer, child, start, recording_ok)
+
+    def _finish(self, writer, child, start: float, recording_ok: bool) -> int:
+        """Close the recording and the probes. A command still running (the --duration window
+        closed) is waited for, signals still forwarded; attached processes are left as they are.
+        Returns dpuprof's exit status: the command's, 0 without a command, 2 after a write error."""
+        from dpuprof.record.targets import STOP_TEXT, Watched, stop_reason
+
+        opts = self.opts
         rc = child.returncode
+        running = child.poll() is None
+        reason = stop_reason(child)
         if recording_ok:
             try:
-                writer.close(end_time=time.time(), exit_code=rc)
+                writer.close(end_time=time.time(), exit_code=rc, stop_reason=reason)
             except sqlite3.Error as err:
                 print(f"dpuprof: error: cannot finish {opts.output} ({err})", file=sys.stderr)
                 recording_ok = False
         if self.bpf is not None:
             self.bpf.cleanup()
+            self.bpf = None
+        if not opts.quiet and recording_ok:
+            print(f"dpuprof: recorded {self.t_end - start:.1f} s, {self.total_samples} samples -> {opts.output}; "
+                  + STOP_TEXT[reason].format(rc=rc), file=sys.stderr)
+        if running and not isinstance(child, Watched):
+            print(f"dpuprof: the command (pid {child.pid}) keeps running after the --duration window; "
+                  "dpuprof waits for it and exits with its status (Ctrl-C is passed to it)", file=sys.stderr)
+            while child.poll() is None:
+                self._wait(child, time.time() + 1.0)
+            rc = child.returncode
+        if rc is None:
+            rc = 0
         if not recording_ok:
             return 2 if rc == 0 else rc
-        if not opts.quiet:
-            print(f"dpuprof: recorded {time.time() - start:.1f} s, {self.total_samples} samples "
-                  f"-> {opts.output}; command exited {rc}", file=sys.stderr)
         return rc
 
     def _guard_write(self, status, write) -> bool:
@@ -265,17 +304,7 @@ class Recorder:
 
     # ------------------------------------------------------------------ per interval
     def _workload_pids(self, child) -> set[int]:
-        if self.bpf is not None:
-            from dpuprof.record.drain import descendants
-            return descendants(self.tree.parents(), child.pid)
-        import psutil
-        try:
-            kids = psutil.Process(child.pid).children(recursive=True)
-        except psutil.NoSuchProcess:
-            kids = []
-        pids = {child.pid, *(k.pid for k in kids)}
-        self._psutil_seen |= pids  # processes that exited stay part of the workload
-        return self._psutil_seen
+        return self.work.pids(self.tree.parents() if self.bpf is not None else None)
 
     def _is_process(self, pid: int) -> bool:
         ok = self.process_ok.get(pid)
@@ -293,11 +322,12 @@ class Recorder:
                 p_ppid, p_comm, cmdline = info
             else:
                 p_ppid, p_comm, cmdline = ppid, comm or "", ""
-            if not in_workload:
+            if not in_workload or not self.work.keep_cmdline():
                 cmdline = ""  # other users' command lines stay out of a shareable file
-            known = (ppid if ppid is not None else p_ppid, p_comm or comm or "", cmdline, int(in_workload), now, now)
+            known = (ppid if ppid is not None else p_ppid, p_comm or comm or "", cmdline, int(in_workload), now, now,
+                     *namespaces(pid))
         else:
-            known = (*known[:3], max(known[3], int(in_workload)), known[4], now)
+            known = (*known[:3], max(known[3], int(in_workload)), known[4], now, *known[6:])
         self.known_procs[pid] = known
         self.dirty_procs.add(pid)
 
@@ -327,13 +357,15 @@ class Recorder:
         parents = self.tree.parents() if self.bpf is not None else {}
         stacks_new = []
         live_workload = [p for p in workload if self._is_process(p)]
+        procs.sample(self.work.take_moved_in())  # baselines only: their CPU before joining is not ours
         tables["proc_cpu"] = procs.sample(live_workload)
         self.workload_cpu_s += sum(user + system for _, user, system in tables["proc_cpu"])
         thread_tables, thread_rows = self.threads.interval(t0, t1, workload, procs.thread_stats)
         if self.bpf is not None:
             from dpuprof.record.drain import scale_to_exact
 
-            drained = self.samples.drain(workload)
+            drained = self.samples.drain(self.work.symbolized(workload))
+            self.work.add_seen(drained["comms"].keys() | drained["run_ns"].keys())  # system-wide only
             exact = self._exact_times(drained["run_ns"], procs.last_deltas, workload)
             cpu_ns = scale_to_exact(drained["cpu"], exact, 1e9 / self.opts.freq_hz)
             rows = []
@@ -348,6 +380,9 @@ class Recorder:
             stacks_new = drained["new_stacks"]
             for pid, comm in drained["comms"].items():
                 self._note_process(pid, comm, pid in workload, t1, parents.get(pid))
+            for pid in drained["run_ns"]:  # ran, never sampled, gone before /proc was read
+                if pid > 0 and pid in workload and pid not in self.known_procs:
+                    self._note_process(pid, None, True, t1, parents.get(pid))
             if self.softirq:
                 tables["softirq"] = self.softirq.drain()
             if self.block:
@@ -388,7 +423,8 @@ def _release_freed_memory() -> None:
 
 
 def record(opts: Options) -> int:
-    """Record ``opts.command``; returns the exit status for dpuprof (the child's, 128+N if killed)."""
+    """Record ``opts.target`` (or ``opts.command``); returns the exit status for dpuprof (the
+    child's, 128+N if killed; 0 when no command was launched)."""
     return Recorder(opts).run()
 
 

@@ -160,8 +160,12 @@ class ThreadRecorder:
     the last partial interval of each exiting thread is counted as lost).
     """
 
-    def __init__(self, maps: SchedWaitMaps | None):
+    def __init__(self, maps: SchedWaitMaps | None, started: float | None = None):
+        """``started``: unix time the recording began; a thread first seen later but born before
+        it (an attached process's, or one that joined a cgroup) has its counters taken as a
+        baseline at first sight instead of being charged its whole lifetime in one interval."""
         self.maps = maps
+        self.started = started
         self.prev_alive: dict[int, tuple[int, int]] = {}
         self.bpf_base: dict[int, tuple[int, int]] = {}  # probe counters at the last /proc reading
         self.prev_waits: dict[tuple, tuple[int, int]] = {}
@@ -184,6 +188,11 @@ class ThreadRecorder:
                 t = b.born if b is not None and b.born else proc_start_time(self.pid_of[tid], tid, boot_unix)
                 if t is not None:
                     self.born[tid] = t
+        if self.started is not None:
+            old = {tid for tid in alive if tid not in self.prev_alive
+                   and self.born.get(tid) is not None and self.born[tid] < self.started}
+            for tid in old:  # a baseline, not this interval's time
+                self.prev_alive[tid] = alive[tid]
         gone, finished = self._gone(t1, workload, alive, bpf_threads)
         exits = {tid: b.exited for tid, b in bpf_threads.items() if tid in alive and b.exited}
         rows = time_rows(t0, t1, alive, self.prev_alive, gone, self.born, exits)

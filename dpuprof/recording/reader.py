@@ -23,7 +23,7 @@ from functools import cached_property
 from pathlib import Path
 
 from dpuprof.errors import UserError
-from dpuprof.recording.schema import READABLE_VERSIONS, SCHEMA_VERSION, SINCE, TABLES
+from dpuprof.recording.schema import LATE_COLUMNS, READABLE_VERSIONS, SCHEMA_VERSION, SINCE, TABLES
 
 DEFAULT_NAME = "dpuprof.rec"
 SUFFIX = ".rec"
@@ -35,7 +35,7 @@ MAX_ABS = float(2 ** 53)
 
 # Columns whose values must be numbers (everything else is text).
 _TEXT_COLUMNS = {"comm", "cmdline", "category", "subcategory", "folded", "vector", "dev", "op",
-                 "direction", "protocol", "event", "field", "kind", "state", "lib", "func"}
+                 "direction", "protocol", "event", "field", "kind", "state", "lib", "func", "cgroup"}
 
 
 class Recording:
@@ -182,7 +182,7 @@ def _load(path: Path, source: Path, writable: bool = False) -> Recording:
                 frames[table] = _check_types(path, table, pd.DataFrame({c: [] for c in cols}))
                 continue
             try:
-                df = pd.read_sql_query(f"SELECT {', '.join(cols)} FROM {table}", db)
+                df = pd.read_sql_query(f"SELECT {', '.join(cols + _late_columns(db, table))} FROM {table}", db)
             except (sqlite3.DatabaseError, pd.errors.DatabaseError, UnicodeDecodeError) as err:
                 _fail(path, f"damaged table {table} ({_first_line(err)})")
             frames[table] = _check_types(path, table, df)
@@ -230,9 +230,10 @@ _META_CHECKS = {
     "command": (_is_text_list, "a list of strings"),
     "probes_used": (_is_text_list, "a list of strings"),
     "probes_unavailable": (_is_text_map, "a map of probe names to reasons"),
+    "system_wide": (lambda v: isinstance(v, bool), "true or false"),
     **{key: (lambda v: isinstance(v, str), "text")
        for key in ("mode", "host", "kernel", "cpu_model", "dpuprof_version", "cwd", "user", "error", "arch",
-                   "kernel_version", "python")},
+                   "kernel_version", "python", "workload", "cgroup", "stop_reason")},
 }
 
 
@@ -276,12 +277,22 @@ def _first_line(err) -> str:
     return str(err).splitlines()[0] if str(err) else type(err).__name__
 
 
+def _late_columns(db, table: str) -> tuple:
+    """``LATE_COLUMNS`` of ``table`` as select terms: the column where the file has it, else NULL."""
+    late = LATE_COLUMNS.get(table, ())
+    if not late:
+        return ()
+    have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+    return tuple(c if c in have else f"NULL AS {c}" for c in late)
+
+
 def _check_types(path, table, df):
     import pandas as pd
 
     for col in df.columns:
         if col in _TEXT_COLUMNS:
-            if not df[col].map(lambda v: v is None or isinstance(v, str)).all():
+            # SQL NULL reads as None, or as NaN where a whole column is NULL: both are missing.
+            if not df[col].map(lambda v: v is None or isinstance(v, str) or (isinstance(v, float) and v != v)).all():
                 _fail(path, f"damaged table {table}: column {col} holds non-text values")
             df[col] = df[col].fillna("")
             continue
@@ -292,7 +303,7 @@ def _check_types(path, table, df):
         if not df[col].map(lambda v: v is None or v != v or abs(v) <= MAX_ABS).all():  # exact, before floats round
             _fail(path, f"damaged table {table}: column {col} holds values out of range (beyond 2**53)")
         num = pd.to_numeric(df[col], errors="coerce")
-        if col not in ("ppid", "first_seen", "last_seen", "util_pct", "mem_used_bytes") and num.isna().any():
+        if col not in ("ppid", "first_seen", "last_seen", "util_pct", "mem_used_bytes", "ns_pid") and num.isna().any():
             _fail(path, f"damaged table {table}: column {col} has missing values")
         if col in ("samples", "cpu_s", "bytes", "ios", "count", "packets", "calls", "time_ns",
                    "seconds", "user_s", "system_s", "on_cpu_ns", "runq_ns", "off_cpu_ns", "ns",

@@ -11,7 +11,11 @@ consistent up to its last committed interval.
   exit_code, mode ("bpf" or "psutil"), sample_freq_hz, interval_s, probes_used (list),
   probes_unavailable ({probe: reason}), category_split (bool), root_pid, recorder_pid, user, gpu,
   rules_sha256 (of the classification rules used), uprobes ({target: "attached" or why not}),
-  uprobes_paths ({target: [files attached]}).
+  uprobes_paths ({target: [files attached]}),
+  rules_sha256 (of the classification rules used), workload ("command", "attach", "cgroup" or
+  "system-wide": what in_workload marks), system_wide (bool, -a), duration_s (the --duration
+  window or null), attached ([{pid, comm, cmdline}] of -p), cgroup (the --cgroup directory),
+  stop_reason ("command exited", "workload exited", "duration" or "stopped").
 
 Version 2 adds what the projection's critical-path model needs: per-thread scheduling of the
 workload's threads (``threads``, ``thread_time``, ``thread_wait``, ``thread_category``), collective
@@ -28,10 +32,13 @@ DDL = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS intervals (
     interval INTEGER PRIMARY KEY, t_start REAL NOT NULL, t_end REAL NOT NULL);
--- Every process seen: the workload tree (in_workload=1) and, for host-wide views, the rest.
+-- Every process seen: the workload tree (in_workload=1) and, for host-wide views, the rest. pid is
+-- in the host's PID namespace; ns_pid is the pid inside its own (container) PID namespace, NULL
+-- when that is the host's; cgroup its cgroup v2 path (/proc/PID/cgroup), NULL when unknown.
 CREATE TABLE IF NOT EXISTS processes (
     pid INTEGER PRIMARY KEY, ppid INTEGER, comm TEXT, cmdline TEXT,
-    in_workload INTEGER NOT NULL DEFAULT 0, first_seen REAL, last_seen REAL);
+    in_workload INTEGER NOT NULL DEFAULT 0, first_seen REAL, last_seen REAL,
+    ns_pid INTEGER, cgroup TEXT);
 -- CPU samples classified per interval x process x (sub)category; pid 0 is the idle task.
 -- cpu_s is the CPU time the samples stand for: each sample is weighted by the time since the
 -- previous sample on its CPU (probes/cpu_sample.bpf.c), so about samples / sample_freq_hz.
@@ -176,6 +183,10 @@ TABLES = {
     "markers": ("pid", "tid", "kind", "t"),
     "codec_calls": ("interval", "pid", "lib", "func", "direction", "calls", "bytes", "duration_ns", "cpu_ns"),
 }
+
+#: Columns added to a table after files with the table were written: the reader gives them as
+#: missing (NaN / "") where a file lacks them. ``TABLES`` lists a table's columns without these.
+LATE_COLUMNS = {"processes": ("ns_pid", "cgroup")}
 
 #: The schema version that added a table; a file of an older version reads it as empty.
 SINCE = {name: 2 for name in ("threads", "thread_time", "thread_wait", "thread_category", "collectives",

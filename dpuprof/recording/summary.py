@@ -33,7 +33,7 @@ def category_frame(rec: Recording, workload_only: bool = False):
 def summarize(rec: Recording) -> dict:
     """Return the summary dict (JSON-serialisable). Keys:
 
-    duration_s, command, schema_version, complete, mode, category_split, sample_freq_hz,
+    duration_s, command, workload ("command", "attach", "cgroup" or "system-wide"), schema_version, complete, mode, category_split, sample_freq_hz,
     host_cpu {total_s, idle_s, by_category, by_subcategory, cpu_times},
     workload_cpu {total_s, by_category, by_subcategory, proc_cpu_s},
     processes [{pid, ppid, comm, cpu_s, by_category}], io {...}, net {...}, softirq_s {vector: s},
@@ -84,6 +84,7 @@ def summarize(rec: Recording) -> dict:
         "dpuprof_version": rec.meta.get("dpuprof_version"),
         "recording": str(rec.path),
         "command": rec.meta.get("command"),
+        "workload": rec.meta.get("workload") or "command",
         "host": rec.meta.get("host"),
         "kernel": rec.meta.get("kernel"),
         "cpu_count": rec.meta.get("cpu_count"),

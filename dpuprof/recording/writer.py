@@ -82,7 +82,8 @@ class RecordingWriter:
                        markers: list[tuple] = ()) -> None:
         """Commit one interval.
 
-        ``processes``: (pid, ppid, comm, cmdline, in_workload, first_seen, last_seen), upserted.
+        ``processes``: (pid, ppid, comm, cmdline, in_workload, first_seen, last_seen[, ns_pid,
+        cgroup]), upserted.
         ``stacks``: (stack_id, folded, category, subcategory), new stacks only.
         ``threads``: (tid, pid, comm, first_seen, last_seen), upserted (first_seen kept).
         ``markers``: (pid, tid, kind, t), appended.
@@ -91,11 +92,12 @@ class RecordingWriter:
             self._db.execute("INSERT INTO intervals VALUES (?, ?, ?)", (interval, t_start, t_end))
             if processes:
                 self._db.executemany(
-                    "INSERT INTO processes VALUES (?,?,?,?,?,?,?) ON CONFLICT(pid) DO UPDATE SET "
+                    "INSERT INTO processes VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT(pid) DO UPDATE SET "
                     "ppid=excluded.ppid, comm=excluded.comm, cmdline=excluded.cmdline, "
                     "in_workload=max(in_workload, excluded.in_workload), "
-                    "last_seen=excluded.last_seen",
-                    processes,
+                    "last_seen=excluded.last_seen, ns_pid=coalesce(excluded.ns_pid, ns_pid), "
+                    "cgroup=coalesce(excluded.cgroup, cgroup)",
+                    [(*row, None, None)[:9] for row in processes],
                 )
             if stacks:
                 self._write_stacks(stacks)

@@ -116,6 +116,7 @@ def meta_line(v: RunView) -> str:
     cmd = m.get("command")
     if isinstance(cmd, list):
         cmd = shlex.join(str(c) for c in cmd)
+    cmd = m.get("workload_label") or cmd
     start = m.get("start_time")
     when = ""
     if isinstance(start, (int, float)) and math.isfinite(start):

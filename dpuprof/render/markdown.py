@@ -35,6 +35,7 @@ def _run(v: RunView, level: str = "##") -> list[str]:
     cmd = v.meta.get("command")
     if isinstance(cmd, list):
         cmd = " ".join(map(str, cmd))
+    cmd = v.meta.get("workload_label") or cmd
     host = v.meta.get("host")
     host = ", ".join(map(str, host)) if isinstance(host, list) else host
     out.append(md(f"{cmd or ''} — host {host}, {v.cpu_count:g} CPUs, {v.duration_s:.1f} s, "

@@ -268,6 +268,29 @@ def _recorder_summary(rec) -> dict | None:
     return {"pid": rpid, "label": RECORDER_LABEL, "cpu_s": round(own, 6)}
 
 
+def workload_label(meta: dict) -> str:
+    """How reports name the workload: the command line (``(host-wide)`` added for ``-a -- CMD``),
+    ``every process (system-wide)``, ``attached to pid N (its command line)`` or ``cgroup PATH``;
+    from the recording's ``workload``, ``command``, ``attached`` and ``cgroup`` metadata."""
+    import shlex
+
+    kind = meta.get("workload") or "command"
+    if kind == "system-wide":
+        return "every process (system-wide)"
+    if kind == "attach":
+        parts = []
+        for a in meta.get("attached") or []:
+            if isinstance(a, dict):
+                what = a.get("cmdline") or a.get("comm")
+                parts.append(f"pid {a.get('pid')}" + (f" ({what})" if what else ""))
+        return "attached to " + (", ".join(parts) or "running processes")
+    if kind == "cgroup":
+        return f"cgroup {meta.get('cgroup')}"
+    cmd = meta.get("command")
+    cmd = shlex.join(map(str, cmd)) if isinstance(cmd, list) else str(cmd or "")
+    return cmd + (" (host-wide)" if cmd and meta.get("system_wide") is True else "")
+
+
 def build_view(rec, projection: dict | None = None, projection_warnings=(), name: str | None = None) -> RunView:
     """Derive the RunView of a loaded Recording (and its projection, if any)."""
     from dpuprof.recording.summary import summarize
@@ -293,7 +316,8 @@ def build_view(rec, projection: dict | None = None, projection_warnings=(), name
         path=str(rec.path),
         meta={k: rec.meta.get(k) for k in ("host", "kernel", "cpu_model", "cpu_count", "command", "mode",
                                            "sample_freq_hz", "dpuprof_version", "start_time",
-                                           "complete", "exit_code", "window")},
+                                           "complete", "exit_code", "window")}
+        | {"workload_label": workload_label(rec.meta)},
         summary=summary,
         projection=projection,
         warnings=_warnings(rec, summary) + list(projection_warnings),

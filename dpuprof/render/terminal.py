@@ -57,7 +57,7 @@ def text_table(header: list[str], rows: list[list[str]], right=(), max_w: int = 
 
 def header(v: RunView, st: Style, title: str) -> list[str]:
     cmd = v.meta.get("command")
-    cmd = shlex.join(map(str, cmd)) if isinstance(cmd, list) else (cmd or "")
+    cmd = v.meta.get("workload_label") or (shlex.join(map(str, cmd)) if isinstance(cmd, list) else (cmd or ""))
     host = v.meta.get("host")
     host = ", ".join(map(str, host)) if isinstance(host, list) else host
     lines = [st.bold(clean(title)),
