@@ -50,6 +50,11 @@ def test_mm_and_wakeups_under_a_network_frame_are_network(clf):
     # epoll wake-up on packet arrival: an IPC frame under tcp_v4_rcv
     epoll = ["net_rx_action", "tcp_v4_rcv", "sock_def_readable", "ep_poll_callback", "__wake_up_common"]
     assert clf.classify(epoll, []) == "network.sched"
+    # a unix socket is IPC, not network, although the generic socket layer sits above it
+    unix = ["entry_SYSCALL_64_after_hwframe", "do_syscall_64", "__x64_sys_socket", "__sys_socket",
+            "__sock_create", "unix_create", "unix_create1", "kmem_cache_alloc_noprof"]
+    assert clf.classify(unix, []) == "kernel_other.mm"
+    assert clf.classify(unix[:-1], []) == "kernel_other.ipc"
     # the same allocation outside any network or storage frame stays kernel_other
     assert clf.classify(["asm_exc_page_fault", "exc_page_fault", "handle_mm_fault", "alloc_pages_mpol"], []) \
         == "kernel_other.mm"
@@ -107,7 +112,9 @@ def test_collective_threads_are_network(clf):
     assert clf.classify([], user, comm="python3") == "compute.torch"
     epoll = ["entry_SYSCALL_64_after_hwframe", "do_syscall_64", "__x64_sys_epoll_wait", "do_epoll_wait",
              "ep_poll", "schedule_hrtimeout_range"]
-    assert clf.classify(epoll, ["epoll_wait (libc.so.6)"], comm="gloo_tcp_loop") == "network.sched"
+    # gloo's event loop waiting in epoll_wait (IPC elsewhere) is the transport's work
+    assert clf.classify(epoll, ["epoll_wait (libc.so.6)"], comm="gloo_tcp_loop") == "network.collective"
+    assert clf.classify(epoll, ["epoll_wait (libc.so.6)"], comm="python3") == "kernel_other.ipc"
     fault = ["asm_exc_page_fault", "exc_page_fault", "handle_mm_fault"]
     assert clf.classify(fault, user, comm="gloo_tcp_loop") == "network.mm"
     assert clf.classify(["some_unknown_kernel_fn"], user, comm="gloo_tcp_loop") == "network.collective"

@@ -188,15 +188,19 @@ class Classifier:
         sub = sub or NO_KERNEL_MATCH
         ctx = next((c for c in self.contexts if c.leaf.match(sub)), None)
         if ctx is not None:
-            # The nearest frame towards the root whose rule names a context category, unless an
-            # interrupt or softirq entry comes first: work there is not done for the code it
-            # interrupted.
+            # The nearest frame towards the root with a rule that is not itself context-eligible
+            # (mm under mm, the syscall entry) decides: a network or storage frame gives its
+            # category; any other (IPC: unix sockets, crypto) or an interrupt or softirq entry
+            # ends the walk (interrupt work is not done for the code it interrupted).
             for i in range(leaf - 1, -1, -1):
                 if self._boundary_cached(kframes[i]):
                     break
                 outer = self._kernel(kframes[i])
-                if outer is not None and top_level(outer) in ctx.under:
+                if outer is None or self._eligible(outer):
+                    continue
+                if top_level(outer) in ctx.under:
                     return f"{top_level(outer)}.{ctx.suffix}"
+                break
             else:
                 cat = self._wrapper_context(kframes, uframes)
                 if cat is None and thread is not None:
@@ -206,6 +210,9 @@ class Classifier:
         if thread is not None and thread.overrides.match(sub):
             return thread.subcategory
         return sub
+
+    def _eligible(self, sub: str) -> bool:
+        return any(c.leaf.match(sub) for c in self.contexts)
 
     def _wrapper_context(self, kframes, uframes) -> str | None:
         """A system call's category named by the libc wrapper that made it (``pread64`` ->
