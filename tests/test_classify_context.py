@@ -127,7 +127,7 @@ def test_collective_threads_are_network(clf):
 def test_collective_frames_transport_vs_reduction(clf):
     lib = "libgloo.so"
     assert clf.classify([], [f"gloo::transport::tcp::Pair::handleReadWrite(int) ({lib})",
-                             f"memcpy (libc.so.6)"]) == "network.collective"
+                             "memcpy (libc.so.6)"]) == "network.collective"
     red = "void gloo::sum<float>(void*, void const*, void const*, unsigned long)"
     assert clf.classify([], [f"gloo::AllreduceRing<float>::run() ({lib})", f"{red} ({lib})"]) == "compute.reduction"
     # the reduction arithmetic stays compute even in a collective thread

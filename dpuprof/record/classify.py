@@ -98,8 +98,8 @@ class Classifier:
     """
 
     def __init__(self, rules_path: str | Path | None = None, extra: str | Path | None = None):
-        base = _builtin_text() if rules_path is None else rulefile.read(rules_path)
-        texts = [(rulefile.read(extra), f"--rules {extra}")] if extra is not None else []
+        base = _builtin_text() if rules_path is None else rulefile.read(rules_path, str(rules_path))
+        texts = [(rulefile.read(extra, f"--rules {extra}"), f"--rules {extra}")] if extra is not None else []
         texts.append((base, "built-in rules.toml" if rules_path is None else str(rules_path)))
         entries = [e for text, origin in texts for e in rulefile.parse(text, origin)]
         self.digest = hashlib.sha256("\n".join(t for t, _ in texts).encode()).hexdigest()
@@ -110,7 +110,7 @@ class Classifier:
         self._thread_cached = lru_cache(maxsize=4096)(self._match_thread)
 
     def _load(self, entries) -> None:
-        by = {kind: [e for e in entries if e.kind == kind] for kind in rulefile._KEYS}
+        by = {kind: [e for e in entries if e.kind == kind] for kind in rulefile.KINDS}
         self.rules = [_Rule(e.values["subcategory"], e.pattern("kernel"), e.pattern("module"), e.pattern("user"),
                             e.values.get("cause", top_level(e.values["subcategory"])))
                       for e in by["rule"]]

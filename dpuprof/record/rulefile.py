@@ -26,7 +26,7 @@ from dpuprof.categories import CATEGORIES, IDLE, top_level
 from dpuprof.errors import UserError
 
 #: Keys each table kind accepts; the first tuple is required.
-_KEYS = {
+KINDS = {
     "rule": (("subcategory",), ("kernel", "module", "user", "cause")),
     "context": (("leaf", "under", "suffix"), ()),
     "boundary": (("kernel",), ()),
@@ -48,7 +48,7 @@ def compile_globs(globs) -> re.Pattern | None:
 
 @dataclass(frozen=True)
 class Entry:
-    """One table of a rule file: ``kind`` (a key of _KEYS), its values, and where it came from."""
+    """One table of a rule file: ``kind`` (a key of KINDS), its values, and where it came from."""
 
     kind: str
     values: dict
@@ -67,7 +67,7 @@ def _check_sub(sub, origin: str, what: str) -> None:
 def _check_entry(kind: str, raw, origin: str) -> Entry:
     if not isinstance(raw, dict):
         raise UserError(f"{origin}: each [[{kind}]] must be a table")
-    required, optional = _KEYS[kind]
+    required, optional = KINDS[kind]
     for key in raw:
         if key not in required and key not in optional:
             raise UserError(f"{origin}: [[{kind}]] has an unknown key {key!r} "
@@ -105,17 +105,17 @@ def parse(text: str, origin: str) -> list[Entry]:
         raise UserError(f"{origin}: not valid TOML ({str(err).splitlines()[0]})") from None
     out = []
     for kind, items in doc.items():
-        if kind not in _KEYS:
-            raise UserError(f"{origin}: unknown table {kind!r} (known: {', '.join(_KEYS)})")
+        if kind not in KINDS:
+            raise UserError(f"{origin}: unknown table {kind!r} (known: {', '.join(KINDS)})")
         if not isinstance(items, list):
             raise UserError(f"{origin}: {kind!r} must be an array of tables ([[{kind}]])")
         out.extend(_check_entry(kind, raw, origin) for raw in items)
     return out
 
 
-def read(path: str | Path) -> str:
-    """The text of a user's rule file, or a UserError naming why it cannot be read."""
+def read(path: str | Path, origin: str) -> str:
+    """The text of a rule file, or a UserError naming it (``origin``) and why it cannot be read."""
     try:
         return Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
-        raise UserError(f"--rules {path}: cannot read it ({getattr(err, 'strerror', None) or err})") from None
+        raise UserError(f"{origin}: cannot read it ({getattr(err, 'strerror', None) or err})") from None
