@@ -48,7 +48,8 @@ def test_leaf_most_rule_decides(clf):
 
 
 def test_kernel_time_is_never_compute(clf):
-    assert clf.classify(["do_syscall_64", "some_unknown_kernel_fn"], ["main (python3.11)"]) == "kernel_other.other"
+    assert clf.classify(["some_unknown_kernel_fn"], ["main (python3.11)"]) == "kernel_other.other"
+    assert clf.classify(["do_syscall_64", "some_unknown_kernel_fn"], ["main (python3.11)"]) == "kernel_other.syscall"
 
 
 def test_user_modules(clf):

@@ -55,6 +55,10 @@ Examples:
 @click.option("--probes", default="all", show_default=True,
               help="Comma-separated probes (proc_tree, cpu_sample, softirq, block_io, net_dev, sock_io), "
                    "'all', or 'psutil' for a light mode without root or eBPF.")
+@click.option("--rules", "rules", default=None, metavar="FILE",
+              help="Classification rules (the format of dpuprof/data/rules.toml, docs/taxonomy.md) "
+                   "tried before the built-in ones, so they extend or override them. The recording "
+                   "stores the sha256 of the rules used.")
 @click.option("-q", "--quiet", is_flag=True, help="No live status line.")
 @click.option("--as-root", is_flag=True, help="Under sudo, run the command as root instead of the invoking user.")
 @click.option("--term-after", "term_after_s", default=TERM_AFTER_S, show_default=True, type=click.FloatRange(0, 3600),
@@ -63,7 +67,7 @@ Examples:
 @click.option("--kill-after", "kill_after_s", default=KILL_AFTER_S, show_default=True, type=click.FloatRange(0, 3600),
               metavar="SECONDS", help="Then send SIGKILL if it is still running this long after the SIGTERM.")
 @click.argument("command", nargs=-1, required=False, type=click.UNPROCESSED)
-def record(output, pids, system_wide, cgroup, duration_s, freq_hz, interval_s, probes, quiet, as_root,
+def record(output, pids, system_wide, cgroup, duration_s, freq_hz, interval_s, probes, rules, quiet, as_root,
            term_after_s, kill_after_s, command):
     """Run COMMAND (or attach with -p, --cgroup, -a) and record host CPU by category (network,
     storage, crypto, compression, compute, kernel_other), bytes moved and IO counts.
@@ -98,11 +102,16 @@ def record(output, pids, system_wide, cgroup, duration_s, freq_hz, interval_s, p
     target = make_target(command, pids, system_wide, cgroup, duration_s)
     output = expand(output)
 
+    if rules is not None:
+        from dpuprof.record.classify import Classifier
+
+        Classifier(extra=rules)  # a bad file: one line and exit 2 now, not after the probes load
     names = [p.strip() for p in probes.split(",") if p.strip()]
     psutil_only = names == ["psutil"]
     if "psutil" in names and not psutil_only:
         raise click.BadParameter("'psutil' cannot be combined with eBPF probes", param_hint="--probes")
     opts = Options(command=list(command), target=target, output=Path(output), freq_hz=freq_hz, interval_s=interval_s,
                    probes=[] if names == ["all"] or psutil_only else names, psutil_only=psutil_only,
-                   quiet=quiet, as_root=as_root, term_after_s=term_after_s, kill_after_s=kill_after_s)
+                   quiet=quiet, as_root=as_root, term_after_s=term_after_s, kill_after_s=kill_after_s,
+                   rules=Path(rules) if rules is not None else None)
     sys.exit(run_record(opts))

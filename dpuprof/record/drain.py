@@ -69,7 +69,7 @@ class SampleDrainer:
 
     ``drain()`` returns a dict with ``cpu`` {(pid, subcategory): samples} (to be turned into time
     with ``scale_to_exact``), ``run_ns`` {pid: on-CPU ns from sched_switch}, ``stacks`` {(pid,
-    stack_id): samples}, ``new_stacks`` [(stack_id, folded, category, subcategory)], ``comms``
+    stack_id): samples}, ``new_stacks`` [(stack_id, folded, category, subcategory, cause)], ``comms``
     {pid: comm}, ``subcats`` Counter of subcategory samples (for the status line), ``thread_cpu``
     {(tid, subcategory): samples} of workload threads.
     """
@@ -86,7 +86,7 @@ class SampleDrainer:
         self.spills = (bpf["spill0"], bpf["spill1"])
         self.active = bpf["active"]
         self.buf = 0
-        self.stack_ids: dict[str, int] = {}
+        self.stack_ids: dict[tuple, int] = {}  # (folded, thread rule's subcategory or None) -> id
         self.stack_class: dict[int, str] = {}
         self.cleared = 0  # stack ids deleted by the last drain (a check that clearing happens)
 
@@ -158,14 +158,17 @@ class SampleDrainer:
                     kframes = ["[idle]"] if pid == 0 else []
                     uframes = [] if pid == 0 else ["[no stack]"]
                 folded = fold(kframes, uframes)
-                sid = self.stack_ids.get(folded)
+                comm = k.comm.decode("utf-8", "replace")  # the sampled thread's name: thread rules
+                key = (folded, self.classifier.thread_rule(comm))
+                sid = self.stack_ids.get(key)
                 if sid is None:
-                    sid = self.stack_ids[folded] = len(self.stack_ids) + 1
-                    sub = IDLE if pid == 0 and kframes == ["[idle]"] else self.classifier.classify(kframes, uframes)
+                    sid = self.stack_ids[key] = len(self.stack_ids) + 1
+                    res = self.classifier.explain(kframes, uframes, comm)
+                    sub = IDLE if pid == 0 and kframes == ["[idle]"] else res.subcategory
                     if pid != 0 and sub == IDLE:
                         sub = "kernel_other.other"  # a task's own context is never idle
                     self.stack_class[sid] = sub
-                    new_stacks.append((sid, folded, top_level(sub), sub))
+                    new_stacks.append((sid, folded, top_level(sub), sub, res.cause))
                 sub = self.stack_class[sid]
                 cpu[(pid, sub)] += n
                 stacks[(pid, sid)] += n

@@ -41,6 +41,7 @@ class Options:
     term_after_s: float = childmod.TERM_AFTER_S  # stop escalation: SIGTERM this long after a stop request
     kill_after_s: float = childmod.KILL_AFTER_S  # then SIGKILL this long after the SIGTERM
     target: Target | None = None  # what the workload is (None: ``command``); see targets.py
+    rules: Path | None = None  # --rules FILE: tried before the built-in rules.toml
 
 
 class DiskFull(UserError):
@@ -101,7 +102,7 @@ class Recorder:
         _release_freed_memory()  # clang's compile leaves ~100 MB of freed heap behind
         self.tree = TreeDrainer(bpf, os.getpid())
         self.work.tree_map, self.work.lost_map = bpf["tree"], bpf["tree_lost"]
-        self.samples = SampleDrainer(bpf, Symbolizer(bcc.BPF), Classifier())
+        self.samples = SampleDrainer(bpf, Symbolizer(bcc.BPF), Classifier(extra=self.opts.rules))
         self.softirq = SoftirqDrainer(bpf) if "softirq" in used else None
         self.block = BlockDrainer(bpf) if "block_io" in used else None
         self.net = NetDrainer(bpf) if "net_dev" in used else None

@@ -35,7 +35,7 @@ MAX_ABS = float(2 ** 53)
 
 # Columns whose values must be numbers (everything else is text).
 _TEXT_COLUMNS = {"comm", "cmdline", "category", "subcategory", "folded", "vector", "dev", "op",
-                 "direction", "protocol", "event", "field", "kind", "state", "lib", "func", "cgroup"}
+                 "direction", "protocol", "event", "field", "kind", "state", "lib", "func", "cgroup", "cause"}
 
 
 class Recording:
@@ -238,18 +238,22 @@ _META_CHECKS = {
 
 
 def _read_stacks(path, db):
-    """The stacks table with ``folded`` text rebuilt from ``frames`` (see schema)."""
+    """The stacks table with ``folded`` text rebuilt from ``frames`` (see schema). A file written
+    before the ``cause`` column (schema v1, early v2) reads cause "" for every stack."""
     import pandas as pd
 
     try:
         names = dict(db.execute("SELECT frame_id, name FROM frames").fetchall())
-        rows = db.execute("SELECT stack_id, frame_ids, category, subcategory FROM stacks").fetchall()
+        has_cause = "cause" in {r[1] for r in db.execute("PRAGMA table_info(stacks)").fetchall()}
+        rows = db.execute("SELECT stack_id, frame_ids, category, subcategory, "
+                          + ("cause" if has_cause else "''") + " FROM stacks").fetchall()
     except (sqlite3.DatabaseError, UnicodeDecodeError) as err:
         _fail(path, f"damaged table stacks ({_first_line(err)})")
     out = []
-    for stack_id, frame_ids, category, subcategory in rows:
+    for stack_id, frame_ids, category, subcategory, cause in rows:
         if not isinstance(stack_id, int) or not isinstance(frame_ids, str) \
-                or not isinstance(category, str) or not isinstance(subcategory, str):
+                or not isinstance(category, str) or not isinstance(subcategory, str) \
+                or not isinstance(cause, str):
             _fail(path, "damaged table stacks: wrong value types")
         try:
             folded = ";".join(names[int(i)] for i in frame_ids.split())
@@ -257,7 +261,7 @@ def _read_stacks(path, db):
             _fail(path, f"damaged table stacks: stack {stack_id} names a missing frame")
         if not isinstance(folded, str):
             _fail(path, "damaged table frames: non-text frame")
-        out.append((stack_id, folded, category, subcategory))
+        out.append((stack_id, folded, category, subcategory, cause))
     return pd.DataFrame(out, columns=list(TABLES["stacks"]))
 
 

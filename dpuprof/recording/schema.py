@@ -49,10 +49,13 @@ CREATE TABLE IF NOT EXISTS cpu_category (
 -- "symbol (module)".
 CREATE TABLE IF NOT EXISTS frames (frame_id INTEGER PRIMARY KEY, name TEXT NOT NULL);
 -- Stacks as space-separated frame_ids, root first, and how they were classified. Readers get
--- them as folded text (frame names joined with ';'), the flamegraph.pl convention.
+-- them as folded text (frame names joined with ';'), the flamegraph.pl convention. cause (v2):
+-- for a stack with kernel frames, the user-space work that made the kernel run ("crypto",
+-- "compression", "python-alloc", ...; "" if none or unknown), docs/taxonomy.md. The same folded
+-- stack can appear twice when a thread rule (collective transport threads) classified it.
 CREATE TABLE IF NOT EXISTS stacks (
     stack_id INTEGER PRIMARY KEY, frame_ids TEXT NOT NULL,
-    category TEXT NOT NULL, subcategory TEXT NOT NULL);
+    category TEXT NOT NULL, subcategory TEXT NOT NULL, cause TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS stack_samples (
     interval INTEGER NOT NULL, pid INTEGER NOT NULL, stack_id INTEGER NOT NULL,
     samples INTEGER NOT NULL);
@@ -161,7 +164,7 @@ TABLES = {
     "intervals": ("interval", "t_start", "t_end"),
     "processes": ("pid", "ppid", "comm", "cmdline", "in_workload", "first_seen", "last_seen"),
     "cpu_category": ("interval", "pid", "category", "subcategory", "samples", "cpu_s"),
-    "stacks": ("stack_id", "folded", "category", "subcategory"),
+    "stacks": ("stack_id", "folded", "category", "subcategory", "cause"),
     "stack_samples": ("interval", "pid", "stack_id", "samples"),
     "softirq": ("interval", "cpu", "vector", "time_ns", "count"),
     "block_io": ("interval", "dev", "op", "bytes", "ios"),

@@ -84,7 +84,7 @@ class RecordingWriter:
 
         ``processes``: (pid, ppid, comm, cmdline, in_workload, first_seen, last_seen[, ns_pid,
         cgroup]), upserted.
-        ``stacks``: (stack_id, folded, category, subcategory), new stacks only.
+        ``stacks``: (stack_id, folded, category, subcategory[, cause]), new stacks only.
         ``threads``: (tid, pid, comm, first_seen, last_seen), upserted (first_seen kept).
         ``markers``: (pid, tid, kind, t), appended.
         """
@@ -119,7 +119,7 @@ class RecordingWriter:
     def _write_stacks(self, stacks) -> None:
         """Store each frame's text once and stacks as frame ids (a third of the folded size)."""
         new_frames, rows = [], []
-        for stack_id, folded, category, subcategory in stacks:
+        for stack_id, folded, category, subcategory, *cause in stacks:
             ids = []
             for name in folded.split(";") if folded else []:
                 fid = self._frame_ids.get(name)
@@ -127,9 +127,9 @@ class RecordingWriter:
                     fid = self._frame_ids[name] = len(self._frame_ids) + 1
                     new_frames.append((fid, name))
                 ids.append(str(fid))
-            rows.append((stack_id, " ".join(ids), category, subcategory))
+            rows.append((stack_id, " ".join(ids), category, subcategory, cause[0] if cause else ""))
         self._db.executemany("INSERT INTO frames VALUES (?, ?)", new_frames)
-        self._db.executemany("INSERT OR IGNORE INTO stacks VALUES (?,?,?,?)", rows)
+        self._db.executemany("INSERT OR IGNORE INTO stacks VALUES (?,?,?,?,?)", rows)
 
     def close(self, **final_meta) -> None:
         """Write the final metadata (``complete=True`` unless given) and close the file."""
