@@ -156,8 +156,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="pin each rank's DataLoader workers to CPUS; 'A/B' gives rank r's workers set "
                         "r mod 2")
     p.add_argument("--emulate", metavar="KIND=MODE", action="append", default=[],
-                   help="emulate an offload (repeatable): crypto=remove | crypto=latency:US | "
-                        "crypto=async:US (encrypted), storage=remove | storage=pagecache (storage), "
+                   help="emulate an offload (repeatable): crypto=remove | crypto=copy | "
+                        "crypto=latency:US | crypto=async:US (encrypted), storage=remove | "
+                        "storage=pagecache (storage), "
                         "allreduce=local")
     p.add_argument("--warmup-s", type=float, default=2.0,
                    help="seconds at the start excluded from the steady window (steady_steps_per_s)")
@@ -238,7 +239,7 @@ def check_placement(args) -> list[str]:
 
 
 # Which variant each emulation applies to (None: any).
-EMULATIONS = {"crypto": ("encrypted", ("remove", "latency", "async")),
+EMULATIONS = {"crypto": ("encrypted", ("remove", "copy", "latency", "async")),
               "storage": ("storage", ("remove", "pagecache")),
               "allreduce": (None, ("local",))}
 
@@ -250,7 +251,7 @@ def check_emulation(args) -> list[str]:
         kind, _, rest = spec.partition("=")
         mode, _, us = rest.partition(":")
         if kind not in EMULATIONS or mode not in EMULATIONS[kind][1]:
-            errors.append(f"--emulate {spec!r}: use crypto=remove|latency:US|async:US, "
+            errors.append(f"--emulate {spec!r}: use crypto=remove|copy|latency:US|async:US, "
                           "storage=remove|pagecache or allreduce=local")
             continue
         variant = EMULATIONS[kind][0]
@@ -453,7 +454,7 @@ class ShardDataset:
         self.crypto_emu = emu.get("crypto")  # (mode, wait_us) or None
         self.storage_emu = emu.get("storage", (None,))[0]
         self.plain_dir = plain_dir
-        self._pending = None  # crypto=async: (buffer slot, ready time) of the request in flight
+        self._pending = None  # crypto=async: (mapping, ready time) of the request in flight
         self._mem = None  # storage=remove: every shard's bytes, in memory
         if self.storage_emu == "remove":
             self._mem = [self._read_whole(j) for j in range(len(self.files))]
@@ -562,47 +563,56 @@ class ShardDataset:
             raise ValueError(f"{name}: {len(blob)} bytes, records account for {pos}")
         return out
 
-    def _emulated_decrypt(self, i) -> memoryview:
-        """An emulated crypto engine (--emulate crypto=...): the same plaintext bytes land in the same
-        reused buffer as _decrypt writes, copied from the raw twin of the shard (mapped as _read_mapped
-        maps the ciphertext), so only the cipher is gone. The copy stays on the calling thread: it
-        stands for the bytes arriving in host memory, and it is the same in every mode.
+    def _map_plain(self, i) -> mmap.mmap:
+        """The raw twin of encrypted shard i (the same plaintext), mapped as _read_mapped maps."""
+        with open(os.path.join(self.plain_dir, self.files[i]), "rb") as f:
+            flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+            return mmap.mmap(f.fileno(), 0, flags=flags, prot=mmap.PROT_READ)
 
-        - remove: nothing else (an ideal engine).
-        - latency:US: then waits US microseconds per 1 MiB record on the calling thread (a sync engine
-          serving the shard's records one after another; one sleep, so timer slack is paid once).
-        - async:US: the same wait, overlapped: the engine's result is consumed at the next call, which
-          waits only for what is left of it. The engine is a timer (a deadline), not a thread: it does
-          no CPU work, so a helper thread would only add scheduling noise. The batch returned is then
-          the previous call's shard (any shard of this rank's share is as good for training)."""
+    def _emulated_decrypt(self, i) -> memoryview:
+        """An emulated crypto engine (--emulate crypto=...) that hands back shard i's plaintext, read
+        from its raw twin (mapped as _read_mapped maps the ciphertext), so the cipher is gone:
+
+        - remove: the plaintext is where the host reads it, as if an engine had written it there by
+          DMA (no host CPU): what is left is exactly the plain variant's path.
+        - copy: the same bytes copied into the reused buffer _decrypt writes (the cipher replaced by
+          a memcpy on the calling thread: the host still touches every byte once).
+        - latency:US: as remove, then a wait of US microseconds per 1 MiB record on the calling thread
+          (a sync engine serving the shard's records one after another; one sleep, so timer slack is
+          paid once).
+        - async:US: the same wait, overlapped: each call submits its request and consumes the one
+          made at the previous call, waiting only for what is left of it. The engine is a timer (a
+          deadline), not a thread: it does no host CPU work, so a helper thread would only add
+          scheduling noise. The batch returned is the previous call's shard (any shard of this
+          rank's share is as good for training); the first call is served in line."""
         import numpy as np
 
         mode, wait_us = self.crypto_emu
-        if self._plain_buf is None:
-            self._plain_buf = [bytearray(self.payload), bytearray(self.payload)]
-            self._slot = 0
-        with open(os.path.join(self.plain_dir, self.files[i]), "rb") as f:
-            flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
-            self._map = mmap.mmap(f.fileno(), 0, flags=flags, prot=mmap.PROT_READ)
-        slot = self._slot if mode == "async" else 0
-        out = np.frombuffer(self._plain_buf[slot], dtype=np.uint8)
-        np.copyto(out, np.frombuffer(self._map, dtype=np.uint8, count=self.payload))
+        mapped = self._map_plain(i)
+        if mode == "copy":
+            self._map = mapped
+            if self._plain_buf is None:
+                self._plain_buf = bytearray(self.payload)
+            np.copyto(np.frombuffer(self._plain_buf, dtype=np.uint8),
+                      np.frombuffer(mapped, dtype=np.uint8, count=self.payload))
+            return memoryview(self._plain_buf)
         wait_s = (wait_us or 0.0) * len(records(self.payload)) / 1e6
-        if mode == "latency" and wait_s > 0:
-            time.sleep(wait_s)
         if mode != "async":
-            return memoryview(self._plain_buf[0])
+            self._map = mapped  # closed by __getitem__ after the crop
+            if wait_s > 0:
+                time.sleep(wait_s)
+            return memoryview(mapped)
         if self._pending is None:  # nothing in flight yet: this first request is served in line
             time.sleep(wait_s)
-            result = slot
+            done = self._map_plain(i)
         else:
-            result, ready_at = self._pending
+            done, ready_at = self._pending
             left = ready_at - time.perf_counter()
             if left > 0:
                 time.sleep(left)
-        self._pending = (slot, time.perf_counter() + wait_s)  # consumed at the next call
-        self._slot = 1 - slot
-        return memoryview(self._plain_buf[result])
+        self._pending = (mapped, time.perf_counter() + wait_s)  # consumed at the next call
+        self._map = done  # closed by __getitem__ after the crop
+        return memoryview(done)
 
     def _read_whole(self, i) -> mmap.mmap:
         """storage=remove: one shard's bytes in anonymous memory (read once, before training)."""

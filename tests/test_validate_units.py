@@ -126,38 +126,47 @@ def _dataset(shards, emu):
     return train_ddp.ShardDataset(enc, manifest, "encrypted", 32, 4096, 0, emu=emu, plain_dir=plain)
 
 
-def test_crypto_remove_hands_back_the_decrypted_bytes(shards):
+def _plaintexts(shards):
     real = _dataset(shards, None)
-    emu = _dataset(shards, {"crypto": ("remove", None)})
+    out = []
     for i in range(2):
-        want = bytes(real._decrypt(i, real._read_mapped(i)))
+        out.append(bytes(real._decrypt(i, real._read_mapped(i))))
         real._map.close()
-        got = bytes(emu._emulated_decrypt(i))
-        emu._map.close()
-        assert got == want  # the same plaintext, without the cipher
+    return out
+
+
+def _call(ds, i, n):
+    got = bytes(ds._emulated_decrypt(i)[:n])
+    ds._map.close()
+    return got
+
+
+@pytest.mark.parametrize("mode", ["remove", "copy"])
+def test_crypto_emulation_hands_back_the_decrypted_bytes(shards, mode):
+    plain = _plaintexts(shards)
+    emu = _dataset(shards, {"crypto": (mode, None)})
+    for i in range(2):
+        assert _call(emu, i, len(plain[i])) == plain[i]  # the same plaintext, without the cipher
+    assert (emu._plain_buf is not None) == (mode == "copy")  # remove: no copy into a buffer
 
 
 def test_crypto_latency_waits_on_the_caller_and_async_overlaps(shards):
+    plain = _plaintexts(shards)
+    n = len(plain[0])
     n_rec = len(train_ddp.records(shards[2]["payload_bytes"]))
     sync = _dataset(shards, {"crypto": ("latency", 100000.0)})  # 100 ms per record
     t0 = time.perf_counter()
-    sync[0]
+    assert _call(sync, 1, n) == plain[1]
     assert time.perf_counter() - t0 >= 0.1 * n_rec
     asy = _dataset(shards, {"crypto": ("async", 100000.0)})
-    real = _dataset(shards, None)
-    plain = []
-    for i in range(2):
-        plain.append(bytes(real._decrypt(i, real._read_mapped(i))))
-        real._map.close()
     t0 = time.perf_counter()
-    assert bytes(asy._emulated_decrypt(0)) == plain[0]  # primes the pipeline: served in line
-    asy._map.close()
+    assert _call(asy, 0, n) == plain[0]  # primes the pipeline: served in line
     assert time.perf_counter() - t0 >= 0.1 * n_rec
     time.sleep(0.12 * n_rec)  # the rank's step: the engine finishes meanwhile
     t0 = time.perf_counter()
-    got = bytes(asy._emulated_decrypt(1))  # consumes the request made one call earlier
-    asy._map.close()
+    got = _call(asy, 1, n)  # consumes the request made one call earlier
     assert time.perf_counter() - t0 < 0.05  # no wait left (0.1 s if it had waited)
     assert got == plain[0]
-    assert bytes(asy._emulated_decrypt(0)) == plain[1]  # and now shard 1's, from the other buffer
-    asy._map.close()
+    t0 = time.perf_counter()
+    assert _call(asy, 0, n) == plain[1]  # and now shard 1's, with the rest of its wait
+    assert time.perf_counter() - t0 >= 0.09 * n_rec
