@@ -7,7 +7,8 @@ storage removed, the all-reduce replaced by a local reduction, an engine's laten
 median of the per-pair speedups B/A in steady steps/s with a bootstrap 95 % CI. It then records the
 baseline once with ``dpuprof record`` (root) and projects it with a one-category ideal profile, and
 judges the model's expected/low/high against the measurement. Writes VALIDATION.md and
-validation.json (default: benchmarks/; ``--quick``: a temp dir unless ``--out`` is given).
+validation.json (default: benchmarks/; ``--quick`` or ``--cells``: a temp dir unless ``--out`` is
+given).
 
     sudo python3 benchmarks/validate_projection.py             # the full matrix, about 30 minutes
     sudo python3 benchmarks/validate_projection.py --quick     # two cells, 3 short pairs (CI)
@@ -50,7 +51,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--max-load", type=float, default=0.5, help="refuse above this 1-minute load average")
     p.add_argument("--force", action="store_true", help="run above --max-load (the report says so)")
     p.add_argument("--seed", type=int, default=0, help="seed of the pair order and the bootstrap")
-    p.add_argument("--out", default=None, help="where VALIDATION.md and validation.json go")
+    p.add_argument("--out", default=None, help="where VALIDATION.md and validation.json go (default: "
+                   "benchmarks/ for the full matrix, else a temp dir)")
     p.add_argument("--keep-scratch", action="store_true", help="keep the temp dir (shards, recordings)")
     a = p.parse_args(argv)
     a.pairs = a.pairs or (3 if a.quick else 5)
@@ -90,8 +92,10 @@ def main(argv=None) -> int:
         say(f"the 1-minute load average is {before[0]:.2f} > {args.max_load:g}: this machine is not "
             "quiet. Wait, or pass --force (the report will say so).")
         return 3
+    # Only the full matrix replaces the committed benchmarks/VALIDATION.md by default.
+    partial = args.quick or args.cells
     out_dir = Path(args.out) if args.out else (
-        Path(tempfile.mkdtemp(prefix="dpuprof-validate-quick-")) if args.quick else BENCH)
+        Path(tempfile.mkdtemp(prefix="dpuprof-validate-out-")) if partial else BENCH)
     scratch = Path(tempfile.mkdtemp(prefix="dpuprof-validate-"))
     opts = runner.RunOptions(args.duration, args.warmup, scratch / "data", scratch)
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")

@@ -17,10 +17,23 @@ from conftest import PYTHON, REPO
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 
-def _repo_state() -> str:
-    # Ignored files too: the run must not leave recordings, projections or shards in the tree.
-    return subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--ignored", "--untracked-files=all"],
-                          capture_output=True, text=True, check=True).stdout
+# The timing facts need a machine that was quiet when the run started (the harness's own load comes
+# after): above this 1-minute load average, other work decides the ratios and they are not asserted.
+QUIET_LOAD = 1.0
+
+
+def _repo_state() -> set[str]:
+    """Untracked and ignored paths of the tree: the run must not leave recordings, projections or
+    shards there (and VALIDATION.md/validation.json go to --out, not benchmarks/)."""
+    out = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--ignored", "--untracked-files=all"],
+                         capture_output=True, text=True, check=True).stdout
+    return {line for line in out.splitlines() if line.startswith(("??", "!!"))}
+
+
+def _skip_unless_quiet(doc):
+    if doc["load_before"][0] > QUIET_LOAD:
+        pytest.skip(f"load average {doc['load_before'][0]:.2f} > {QUIET_LOAD} when the run started: "
+                    "the machine was busy with other work, so the speedups are not asserted")
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +45,7 @@ def quick(tmp_path_factory):
                            "--out", str(out)], capture_output=True, text=True, timeout=900, cwd=REPO, env=env)
     after = _repo_state()
     assert proc.returncode == 0, proc.stderr[-4000:]
+    print(proc.stderr[-3000:])  # the per-pair status lines, shown with -s or on failure
     return json.loads((out / "validation.json").read_text()), (out / "VALIDATION.md").read_text(), before, after
 
 
@@ -51,7 +65,7 @@ def test_json_is_complete(quick):
         m = c["measured"]
         assert m["ci_low"] <= m["median"] <= m["ci_high"] and m["n"] == 3
         for key in ("expected", "low", "high", "contention_proxy"):
-            assert c["model"][key] is not None and c["model"][key] >= 1.0, key
+            assert c["model"][key] is not None and c["model"][key] > 0, key
         assert c["record"]["result"]["steady_steps_per_s"] > 0  # the baseline ran under the recorder
         assert c["projections"][-1]["projection"]["speedup"]["expected"] == c["model"]["expected"]
         assert set(c["judged"]) >= {"in_range", "close", "proxy_close", "passed", "tolerance"}
@@ -60,15 +74,17 @@ def test_json_is_complete(quick):
 
 
 def test_inline_decryption_is_on_the_critical_path(quick):
+    _skip_unless_quiet(quick[0])
     cell = {c["id"]: c for c in quick[0]["cells"]}["c_inline_w1"]
     assert cell["measured"]["median"] > 1.2, cell["pairs"]
 
 
 def test_worker_that_keeps_up_gains_little(quick):
+    _skip_unless_quiet(quick[0])
     cell = {c["id"]: c for c in quick[0]["cells"]}["a_keeps_up"]
     assert cell["measured"]["median"] < 1.15, cell["pairs"]
 
 
 def test_nothing_written_in_the_repository(quick):
     _, _, before, after = quick
-    assert before == after
+    assert after <= before, sorted(after - before)
