@@ -170,3 +170,27 @@ def test_crypto_latency_waits_on_the_caller_and_async_overlaps(shards):
     t0 = time.perf_counter()
     assert _call(asy, 0, n) == plain[1]  # and now shard 1's, with the rest of its wait
     assert time.perf_counter() - t0 >= 0.09 * n_rec
+
+
+def test_workers_0_reads_on_the_rank_thread():
+    """--workers 0 (the inline cells): train_ddp's DataLoader settings call the dataset on the
+    iterating (rank) thread, in the rank's process."""
+    import os
+    import threading
+
+    import torch
+
+    seen = []
+
+    class Probe:
+        def __len__(self):
+            return 3
+
+        def __getitem__(self, i):
+            seen.append((os.getpid(), threading.get_ident()))
+            return torch.zeros(1)
+
+    loader = torch.utils.data.DataLoader(Probe(), batch_size=None, num_workers=0, persistent_workers=False,
+                                         prefetch_factor=None, multiprocessing_context=None)
+    assert len(list(loader)) == 3
+    assert set(seen) == {(os.getpid(), threading.get_ident())}
