@@ -42,9 +42,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="two cells, 3 pairs of short runs (CI smoke)")
     p.add_argument("--pairs", type=int, default=None, help="pairs per cell (default 5; --quick 3)")
     p.add_argument("--duration", type=float, default=None,
-                   help="seconds per run (default 10; --quick 4)")
+                   help="seconds per run (default 9.5; --quick 4)")
     p.add_argument("--warmup", type=float, default=None,
-                   help="seconds excluded at the start of each run (default 2; --quick 1)")
+                   help="seconds excluded at the start of each run (default 1.5; --quick 1)")
     p.add_argument("--cells", default=None, help="comma-separated cell ids (default: the matrix)")
     p.add_argument("--engine-cells", action="store_true",
                    help="add the sync/async engine-latency cells (j) to the full matrix")
@@ -56,8 +56,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--keep-scratch", action="store_true", help="keep the temp dir (shards, recordings)")
     a = p.parse_args(argv)
     a.pairs = a.pairs or (3 if a.quick else 5)
-    a.duration = a.duration or (4.0 if a.quick else 10.0)
-    a.warmup = a.warmup if a.warmup is not None else (1.0 if a.quick else 2.0)
+    a.duration = a.duration or (4.0 if a.quick else 9.5)
+    a.warmup = a.warmup if a.warmup is not None else (1.0 if a.quick else 1.5)
     if a.pairs < 1 or a.duration <= a.warmup or a.warmup < 0:
         p.error("need --pairs >= 1 and 0 <= --warmup < --duration")
     try:
