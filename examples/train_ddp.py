@@ -46,6 +46,7 @@ import argparse
 import contextlib
 import datetime
 import errno
+import functools
 import gc
 import json
 import mmap
@@ -149,6 +150,20 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=600, help="collective timeout in seconds")
     p.add_argument("--mark-step", action="store_true",
                    help="call dpuprof.mark_step() at each optimizer step (markers for dpuprof record)")
+    # Validation of dpuprof's projection (benchmarks/validate_projection.py): placement and emulated
+    # offloads. None of these changes the default run.
+    p.add_argument("--pin-ranks", metavar="CPUS", default=None,
+                   help="pin every rank to CPUS (e.g. 0 or 0-1,3); 'A/B' gives rank r the set r mod 2")
+    p.add_argument("--pin-workers", metavar="CPUS", default=None,
+                   help="pin each rank's DataLoader workers to CPUS; 'A/B' gives rank r's workers set "
+                        "r mod 2")
+    p.add_argument("--emulate", metavar="KIND=MODE", action="append", default=[],
+                   help="emulate an offload (repeatable): crypto=remove | crypto=copy | "
+                        "crypto=latency:US | crypto=async:US (encrypted), storage=remove | "
+                        "storage=pagecache (storage), "
+                        "allreduce=local")
+    p.add_argument("--warmup-s", type=float, default=2.0,
+                   help="seconds at the start excluded from the steady window (steady_steps_per_s)")
     args = p.parse_args(argv)
 
     d = DEFAULTS[args.variant]
@@ -180,9 +195,90 @@ def parse_args(argv=None) -> argparse.Namespace:
         errors.append(f"--io-size must be a positive multiple of {ALIGN}")
     if not 0 <= args.zlib_level <= 9:
         errors.append("--zlib-level must be 0..9")
+    if args.warmup_s < 0:
+        errors.append("--warmup-s must be >= 0")
+    errors += check_placement(args)
+    errors += check_emulation(args)
     if errors:
         p.error("; ".join(errors))
     return args
+
+
+def parse_cpus(spec: str) -> list[set[int]]:
+    """'0-1,3' -> [{0, 1, 3}]; '0/1' -> [{0}, {1}] (one set per rank, rank r takes set r mod n)."""
+    sets = []
+    for part in spec.split("/"):
+        cpus = set()
+        for item in part.split(","):
+            lo, _, hi = item.strip().partition("-")
+            a, b = int(lo), int(hi or lo)  # ValueError on junk
+            if a < 0 or b < a:
+                raise ValueError(item)
+            cpus.update(range(a, b + 1))
+        sets.append(cpus)
+    return sets
+
+
+def check_placement(args) -> list[str]:
+    errors = []
+    for name in ("pin_ranks", "pin_workers"):
+        spec = getattr(args, name)
+        if spec is None:
+            continue
+        flag = f"--{name.replace('_', '-')}"
+        try:
+            sets = parse_cpus(spec)
+        except ValueError:
+            errors.append(f"{flag} {spec!r}: use a CPU list such as 0, 0-1,3 or 0/1")
+            continue
+        avail = os.sched_getaffinity(0)
+        if any(not cpus <= avail for cpus in sets):
+            errors.append(f"{flag} {spec!r}: CPUs outside this process's set {sorted(avail)}")
+        setattr(args, name + "_sets", sets)
+    if args.pin_workers is not None and args.workers == 0:
+        errors.append("--pin-workers needs --workers >= 1")
+    return errors
+
+
+# Which variant each emulation applies to (None: any).
+EMULATIONS = {"crypto": ("encrypted", ("remove", "copy", "latency", "async")),
+              "storage": ("storage", ("remove", "pagecache")),
+              "allreduce": (None, ("local",))}
+
+
+def check_emulation(args) -> list[str]:
+    """Parse --emulate KIND=MODE[:US] into args.emu = {kind: (mode, wait_us)}."""
+    errors, args.emu = [], {}
+    for spec in args.emulate:
+        kind, _, rest = spec.partition("=")
+        mode, _, us = rest.partition(":")
+        if kind not in EMULATIONS or mode not in EMULATIONS[kind][1]:
+            errors.append(f"--emulate {spec!r}: use crypto=remove|copy|latency:US|async:US, "
+                          "storage=remove|pagecache or allreduce=local")
+            continue
+        variant = EMULATIONS[kind][0]
+        if variant is not None and args.variant != variant:
+            errors.append(f"--emulate {spec!r} needs --variant {variant}")
+        wait_us = None
+        if mode in ("latency", "async"):
+            try:
+                wait_us = float(us)
+            except ValueError:
+                wait_us = -1.0
+            if not wait_us >= 0:
+                errors.append(f"--emulate {spec!r}: {mode} needs a wait in microseconds, e.g. {mode}:100")
+        elif us:
+            errors.append(f"--emulate {spec!r}: {mode} takes no value")
+        if kind in args.emu:
+            errors.append(f"--emulate {kind}= given twice")
+        args.emu[kind] = (mode, wait_us)
+    return errors
+
+
+def plain_twin(args) -> argparse.Namespace:
+    """The arguments of the raw-format shards that hold the same plaintext as args' encrypted ones
+    (the generator draws the same samples for every format given the same sizes and seed)."""
+    return argparse.Namespace(**dict(vars(args), variant="plain"))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -266,6 +362,8 @@ def generate(data_dir: str, args) -> str:
     Returns that directory."""
     import numpy as np
 
+    if args.variant == "encrypted" and "crypto" in getattr(args, "emu", {}):
+        generate(data_dir, plain_twin(args))  # the plaintext an emulated crypto engine hands back
     out = format_dir(data_dir, args)
     want = format_params(args)
     have = read_manifest(out)
@@ -336,7 +434,8 @@ class ShardDataset:
     happen here, in the DataLoader worker, into buffers each worker allocates once; what leaves the
     worker is a random crop of every sample."""
 
-    def __init__(self, directory: str, manifest: dict, variant: str, crop: int, io_size: int, seed: int):
+    def __init__(self, directory: str, manifest: dict, variant: str, crop: int, io_size: int, seed: int,
+                 emu: dict | None = None, plain_dir: str | None = None):
         self.dir = directory
         self.files = manifest["files"]
         self.file_bytes = manifest["file_bytes"]
@@ -353,7 +452,18 @@ class ShardDataset:
         self._plain_buf = None  # decrypted payload (encrypted)
         self._dio_buf = None  # page-aligned buffer for O_DIRECT (storage)
         self.io_mode = "o_direct" if variant == "storage" else "mmap"
-        if variant == "storage" and not self._o_direct_works():
+        emu = emu or {}
+        self.crypto_emu = emu.get("crypto")  # (mode, wait_us) or None
+        self.storage_emu = emu.get("storage", (None,))[0]
+        self.plain_dir = plain_dir
+        self._pending = None  # crypto=async: (mapping, ready time) of the request in flight
+        self._mem = None  # storage=remove: every shard's bytes, in memory
+        if self.storage_emu == "remove":
+            self._mem = [self._read_whole(j) for j in range(len(self.files))]
+            self.io_mode = "memory"
+        elif self.storage_emu == "pagecache":
+            self.io_mode = "pagecache"
+        elif variant == "storage" and not self._o_direct_works():
             self.io_mode = "fadvise_dontneed"
             log("O_DIRECT refused on this filesystem; dropping the page cache with "
                 "posix_fadvise(DONTNEED) before each read instead")
@@ -387,6 +497,8 @@ class ShardDataset:
         try:
             if self.variant == "plain":
                 payload = self._read_mapped(i)
+            elif self.variant == "encrypted" and self.crypto_emu is not None:
+                payload = self._emulated_decrypt(i)
             elif self.variant == "encrypted":
                 payload = self._decrypt(i, self._read_mapped(i))
             elif self.variant == "compressed":
@@ -453,6 +565,66 @@ class ShardDataset:
             raise ValueError(f"{name}: {len(blob)} bytes, records account for {pos}")
         return out
 
+    def _map_plain(self, i) -> mmap.mmap:
+        """The raw twin of encrypted shard i (the same plaintext), mapped as _read_mapped maps."""
+        with open(os.path.join(self.plain_dir, self.files[i]), "rb") as f:
+            flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+            return mmap.mmap(f.fileno(), 0, flags=flags, prot=mmap.PROT_READ)
+
+    def _emulated_decrypt(self, i) -> memoryview:
+        """An emulated crypto engine (--emulate crypto=...) that hands back shard i's plaintext, read
+        from its raw twin (mapped as _read_mapped maps the ciphertext), so the cipher is gone:
+
+        - remove: the plaintext is where the host reads it, as if an engine had written it there by
+          DMA (no host CPU): what is left is exactly the plain variant's path.
+        - copy: the same bytes copied into the reused buffer _decrypt writes (the cipher replaced by
+          a memcpy on the calling thread: the host still touches every byte once).
+        - latency:US: as remove, then a wait of US microseconds per 1 MiB record on the calling thread
+          (a sync engine serving the shard's records one after another; one sleep, so timer slack is
+          paid once).
+        - async:US: the same wait, overlapped: each call submits its request and consumes the one
+          made at the previous call, waiting only for what is left of it. The engine is a timer (a
+          deadline), not a thread: it does no host CPU work, so a helper thread would only add
+          scheduling noise. The batch returned is the previous call's shard (any shard of this
+          rank's share is as good for training); the first call is served in line."""
+        import numpy as np
+
+        mode, wait_us = self.crypto_emu
+        mapped = self._map_plain(i)
+        if mode == "copy":
+            self._map = mapped
+            if self._plain_buf is None:
+                self._plain_buf = bytearray(self.payload)
+            np.copyto(np.frombuffer(self._plain_buf, dtype=np.uint8),
+                      np.frombuffer(mapped, dtype=np.uint8, count=self.payload))
+            return memoryview(self._plain_buf)
+        wait_s = (wait_us or 0.0) * len(records(self.payload)) / 1e6
+        if mode != "async":
+            self._map = mapped  # closed by __getitem__ after the crop
+            if wait_s > 0:
+                time.sleep(wait_s)
+            return memoryview(mapped)
+        if self._pending is None:  # nothing in flight yet: this first request is served in line
+            time.sleep(wait_s)
+            done = self._map_plain(i)
+        else:
+            done, ready_at = self._pending
+            left = ready_at - time.perf_counter()
+            if left > 0:
+                time.sleep(left)
+        self._pending = (mapped, time.perf_counter() + wait_s)  # consumed at the next call
+        self._map = done  # closed by __getitem__ after the crop
+        return memoryview(done)
+
+    def _read_whole(self, i) -> mmap.mmap:
+        """storage=remove: one shard's bytes in anonymous memory (read once, before training)."""
+        buf = mmap.mmap(-1, self.file_bytes[i])
+        with open(self._path(i), "rb") as f:
+            n = f.readinto(buf)
+        if n != self.file_bytes[i]:
+            raise OSError(f"{self._path(i)}: short read {n} of {self.file_bytes[i]} bytes")
+        return buf
+
     def _read_storage(self, i) -> memoryview:
         """Read a raw shard in io_size pieces, in a shuffled order (random access to records, as a
         sample-level shuffle does), either with O_DIRECT into page-aligned mmap memory, or after
@@ -466,8 +638,16 @@ class ShardDataset:
         import random
 
         random.Random(hash((self.seed, i, self.items))).shuffle(offsets)
+        if self.io_mode == "memory":  # storage=remove: the same pieces, copied from memory
+            src = memoryview(self._mem[i])
+            for off in offsets:
+                end = min(off + self.io_size, size)
+                mv[off:end] = src[off:end]
+            return mv
         if self.io_mode == "o_direct":
             fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+        elif self.io_mode == "pagecache":  # storage=pagecache: the same reads, served by the cache
+            fd = os.open(path, os.O_RDONLY)
         else:
             fd = os.open(path, os.O_RDONLY)
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
@@ -555,7 +735,51 @@ def build_model(args):
     return nn.Sequential(*layers)
 
 
+def pin_process(sets: list[set[int]] | None, index: int) -> None:
+    """Pin every thread of this process (threads made later inherit it) to sets[index mod n]."""
+    if not sets:
+        return
+    cpus = sets[index % len(sets)]
+    for tid in os.listdir("/proc/self/task"):
+        with contextlib.suppress(ProcessLookupError):  # a thread that just ended
+            os.sched_setaffinity(int(tid), cpus)
+
+
+def _pin_worker(sets, rank: int, _worker_id: int) -> None:
+    pin_process(sets, rank)
+
+
+def local_reduce_hook(world: int):
+    """allreduce=local: a DDP communication hook that replaces the all-reduce of each gradient bucket
+    with a reduction of world copies of the local gradient (the sum a world-way all-reduce computes,
+    then DDP's division by world), in place, with no communication. Bucketing, hooks and the
+    optimizer are unchanged; only the network is gone."""
+    import torch
+
+    def hook(_state, bucket):
+        buf = bucket.buffer()
+        buf.add_(buf, alpha=world - 1).div_(world)
+        fut = torch.futures.Future()
+        fut.set_result(buf)
+        return fut
+
+    return hook
+
+
+def steady_rate(step_ends: list[float], warmup_s: float) -> dict:
+    """Steps/s over the steady window: from the end of the first step that ends at or after warmup_s
+    (seconds since the timed start) to the end of the last step. None fields when too few steps."""
+    start = next((k for k, t in enumerate(step_ends) if t >= warmup_s), None)
+    n = None if start is None else len(step_ends) - 1 - start
+    span = None if not n else step_ends[-1] - step_ends[start]
+    return {"warmup_s": warmup_s,
+            "steady_steps": n or 0,
+            "steady_s": None if span is None else round(span, 3),
+            "steady_steps_per_s": round(n / span, 4) if span else None}
+
+
 def train(rank: int, world: int, args, data_path: str, local_rank: int = 0) -> dict:
+    pin_process(getattr(args, "pin_ranks_sets", None), rank)  # before torch and gloo start threads
     import torch
     import torch.distributed as dist
     import torch.nn.functional as F
@@ -581,6 +805,8 @@ def train(rank: int, world: int, args, data_path: str, local_rank: int = 0) -> d
         model = build_model(args)
         n_params = sum(p.numel() for p in model.parameters())
         ddp = DDP(model, gradient_as_bucket_view=True)
+        if "allreduce" in args.emu:
+            ddp.register_comm_hook(None, local_reduce_hook(world))
         opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
 
         if args.variant == "compute":
@@ -588,7 +814,10 @@ def train(rank: int, world: int, args, data_path: str, local_rank: int = 0) -> d
             sampler = RankSampler(0, rank, world, args.seed, endless_range=True)
             file_bytes_per_batch = 0
         else:
-            dataset = ShardDataset(data_path, manifest, args.variant, args.crop, args.io_size, args.seed)
+            plain_dir = (format_dir(os.path.dirname(data_path), plain_twin(args))
+                         if "crypto" in args.emu else None)
+            dataset = ShardDataset(data_path, manifest, args.variant, args.crop, args.io_size, args.seed,
+                                   emu=args.emu, plain_dir=plain_dir)
             sampler = RankSampler(len(dataset), rank, world, args.seed)
             file_bytes_per_batch = sum(manifest["file_bytes"]) / len(manifest["files"])
         loader = torch.utils.data.DataLoader(
@@ -596,7 +825,9 @@ def train(rank: int, world: int, args, data_path: str, local_rank: int = 0) -> d
             persistent_workers=args.workers > 0, prefetch_factor=2 if args.workers > 0 else None,
             # Fork, as a torchrun-launched rank would: a rank started by torch.multiprocessing
             # inherits the "spawn" start method, and spawned workers re-import torch (seconds).
-            multiprocessing_context="fork" if args.workers > 0 else None)
+            multiprocessing_context="fork" if args.workers > 0 else None,
+            worker_init_fn=(functools.partial(_pin_worker, args.pin_workers_sets, rank)
+                            if args.pin_workers else None))
 
         if rank == 0:
             log(f"variant={args.variant} world={world} params={n_params / 1e6:.1f}M "
@@ -613,6 +844,7 @@ def train(rank: int, world: int, args, data_path: str, local_rank: int = 0) -> d
         dist.barrier()
         t0 = time.perf_counter()
         steps = 0
+        step_ends = []  # seconds since t0 at the end of each step: the steady window's clock
         loss_sum = torch.zeros(())
         while True:
             for micro in range(args.accum):
@@ -627,6 +859,7 @@ def train(rank: int, world: int, args, data_path: str, local_rank: int = 0) -> d
                 import dpuprof  # cheap after the first step; dpuprof must be importable
                 dpuprof.mark_step()
             opt.zero_grad(set_to_none=True)
+            step_ends.append(time.perf_counter() - t0)
             steps += 1
             if args.steps is not None and steps >= args.steps:
                 break
@@ -665,6 +898,10 @@ def train(rank: int, world: int, args, data_path: str, local_rank: int = 0) -> d
             "final_loss": round(final_loss, 4),
             "seed": args.seed,
             "torch": torch.__version__,
+            "emulate": list(args.emulate),
+            "pin_ranks": args.pin_ranks,
+            "pin_workers": args.pin_workers,
+            **steady_rate(step_ends, args.warmup_s),
         }
     finally:
         if dist.is_initialized():
