@@ -220,7 +220,8 @@ class Profile(_Table):
         self._file = (info.context or {}).get("file", self._file)  # where it was read, for the projection
         for i, m in enumerate(self.mechanisms):
             if m.resource is not None and m.resource not in self.capacity:
-                raise _problem(f"{m.resource!r} needs capacity.{m.resource} in the profile", ("mechanism", i, "resource"))
+                raise _problem(f"{m.resource!r} needs capacity.{m.resource} in the profile",
+                               ("mechanism", i, "resource"))
         names = [m.name for m in self.mechanisms]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
