@@ -102,6 +102,17 @@ def test_minimal_user_profile_validates():
     (lambda d: d["mechanism"][0].pop("n_from"), "n_from: missing"),
     (lambda d: d.update(schema_version=9), "schema_version: must be 1"),
     (lambda d: d["capacity"]["line_rate_gbps"].update(value=-5), "line_rate_gbps.value: must be > 0"),
+    # a mechanism off the Arm cores has no arm_speed to fall back to (this used to raise KeyError)
+    (lambda d: d["mechanism"][0].pop("A"), "mechanism[0] (rdma).A: missing"),
+    (lambda d: d["mechanism"][0]["A"].update(value=math.nan), "A.value: must be a number or inf, got nan"),
+    (lambda d: d["mechanism"][0]["o0_ns"].update(value=math.inf), "o0_ns.value: must be a finite number, got inf"),
+    (lambda d: d["mechanism"][0]["alpha"].update(value=True), "alpha.value: must be a number, got True"),
+    (lambda d: d["mechanism"][0].update(label="  "), "(rdma).label: must not be empty"),
+    (lambda d: d["mechanism"][0].update(runs_on="arm"), 'resource: work that runs on the Arm cores must use'),
+    (lambda d: d["mechanism"].append(d["mechanism"][0]), "mechanism: duplicate mechanism name 'rdma'"),
+    (lambda d: d.update(mechanism=[]), "mechanism: must be a non-empty array of tables"),
+    (lambda d: d["mechanism"].__setitem__(0, 5), "mechanism[0]: must be a table ([[mechanism]])"),
+    (lambda d: d["capacity"].__setitem__("line_rate_gbps", 100), "capacity.line_rate_gbps: must be a table {value"),
 ])
 def test_bad_profiles_name_key_and_problem(mutate, expect):
     d = _minimal()
@@ -112,6 +123,18 @@ def test_bad_profiles_name_key_and_problem(mutate, expect):
     assert msg.startswith("mine.toml: ")
     assert expect in msg
     assert "\n" not in msg
+
+
+def test_arm_mechanism_takes_arm_speed_for_A():
+    d = _minimal()
+    d["capacity"] |= {"arm_cores": {"value": 8, "source": "s"}, "arm_speed": {"value": 0.6, "source": "bench"}}
+    d["mechanism"][0] |= {"runs_on": "arm", "resource": "arm_cores"}
+    d["mechanism"][0].pop("A")
+    mech = validate(d, "mine.toml").mechanisms[0]
+    assert mech.A.value == 0.6 and mech.A.source == "bench"
+    d["capacity"].pop("arm_speed")
+    with pytest.raises(UserError, match=r"mechanism\[0\] \(rdma\)\.A: missing"):
+        validate(d, "mine.toml")
 
 
 def test_unknown_name_lists_known():

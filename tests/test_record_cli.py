@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
-from conftest import PYTHON, dpuprof, summary_of
+from conftest import PYTHON, REPO, dpuprof, summary_of
 
 NO_ROOT = ("import os, sys; os.geteuid = lambda: 1000; sys.argv[0] = 'dpuprof'; "
            "from dpuprof.cli import main; main(sys.argv[1:])")
@@ -53,6 +54,23 @@ def test_help_ends_with_examples():
         out = dpuprof(*cmd, "--help").stdout
         tail = out[out.rindex("Examples:"):]
         assert "dpuprof" in tail, cmd
+
+
+def test_help_states_the_measured_overhead():
+    """bcc's man pages end with OVERHEAD; ours quotes benchmarks/RESULTS.md, so a rerun of the
+    benchmarks that changes a number fails here until the help is updated."""
+    out = dpuprof("record", "--help").stdout
+    assert "OVERHEAD: measured on" in out and "benchmarks/RESULTS.md" in out
+    assert out.index("OVERHEAD") < out.rindex("Examples:")
+    from dpuprof.cli.record import OVERHEAD
+
+    results = (REPO / "benchmarks" / "RESULTS.md").read_text()
+    date = re.search(r"measured on (\d{4}-\d\d-\d\d)", OVERHEAD).group(1)
+    assert f"on {date} " in results  # the run the numbers come from
+    numbers = re.findall(r"-?\d[\d,]*\.\d+|\d{1,3}(?:,\d{3})+", OVERHEAD)
+    assert len(numbers) >= 12
+    for number in numbers:
+        assert number in results, number
 
 
 def test_doctor_json():

@@ -14,6 +14,9 @@ from dpuprof.cli.record import record
 from dpuprof.cli.report import report
 from dpuprof.errors import UserError
 
+# click >= 8.2 raises this for a bare `dpuprof`; it shows the help, not an error line.
+_NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
 EPILOG = """\b
 Examples:
   sudo dpuprof record -- python train.py --epochs 1
@@ -39,6 +42,13 @@ cli.add_command(report)
 cli.add_command(doctor)
 
 
+def usage_line(err: click.UsageError) -> str:
+    """click's message for a bad option, as dpuprof words errors: one line, with where to look."""
+    msg = err.format_message().rstrip(".")
+    msg = msg[:1].lower() + msg[1:]
+    return f"{msg}; see '{err.ctx.command_path} --help'" if err.ctx is not None else msg
+
+
 def main(argv=None) -> None:
     """Entry point: one clear line and exit 2 for bad input, never a traceback."""
     try:
@@ -46,6 +56,12 @@ def main(argv=None) -> None:
     except UserError as err:
         click.echo(f"dpuprof: error: {err}", err=True)
         sys.exit(err.exit_code)
+    except click.UsageError as err:  # a bad option or argument, checked by click's own types
+        if isinstance(err, _NO_ARGS_IS_HELP):
+            err.show()
+            sys.exit(2)
+        click.echo(f"dpuprof: error: {usage_line(err)}", err=True)
+        sys.exit(2)
     except click.exceptions.Abort:
         click.echo("dpuprof: aborted", err=True)
         sys.exit(130)

@@ -22,22 +22,9 @@ Examples:
   dpuprof project run.rec --time 30:90             # job speedup read from seconds 30-90
 """
 
-MODES = {"sync": "sync", "async": "async", "sync_os": "sync_os", "sync-os": "sync_os"}
+#: --mode words: the profile's (sync_os) and the command line's (sync-os) spelling.
+MODES = ("sync", "sync-os", "sync_os", "async")
 FORMATS = ("terminal", "json")
-
-
-def _int_option(name: str, value: str | None, lo: int, hi: int) -> int | None:
-    from dpuprof.errors import UserError
-
-    if value is None:
-        return None
-    try:
-        n = int(value)
-    except ValueError:
-        raise UserError(f"{name} {value!r}: must be a whole number") from None
-    if not lo <= n <= hi:
-        raise UserError(f"{name} {n}: must be between {lo} and {hi}")
-    return n
 
 
 def projection_path(recording):
@@ -52,19 +39,21 @@ def projection_path(recording):
 @click.option("--dpu", default="bluefield", show_default=True, metavar="NAME|PATH",
               help="DPU profile: bluefield (= bluefield-3), bluefield-2, connectx-7, ideal, "
                    "or the path of your own .toml profile.")
-@click.option("--format", "fmt", default="terminal", show_default=True, metavar="terminal|json",
+@click.option("--format", "fmt", default="terminal", show_default=True, type=click.Choice(FORMATS),
               help="Output format on stdout.")
 @click.option("-o", "--output", metavar="PATH",
               help="Where to store the projection (default: RUN.proj.json in the current directory, "
                    "where dpuprof report RUN.rec looks for it).")
-@click.option("--nodes", metavar="N", help="Extrapolate all-reduce time to N nodes (ring, TCP vs RDMA).")
-@click.option("--gpus-per-node", metavar="G", help="Ranks per node for --nodes (default 1).")
+@click.option("--nodes", metavar="N", type=click.IntRange(1, 1_000_000),
+              help="Extrapolate all-reduce time to N nodes (ring, TCP vs RDMA).")
+@click.option("--gpus-per-node", metavar="G", type=click.IntRange(1, 4096),
+              help="Ranks per node for --nodes (default 1).")
 @click.option("--sweep", "sweep_spec", metavar="MECH.PARAM=lo:hi[:points]",
               help="Speedup against one parameter of one mechanism: alpha, A, o0, L, Q, o1 (ns). A bare "
                    "PARAM works only where exactly one mechanism uses it.")
 @click.option("--set", "set_specs", multiple=True, metavar="MECH.PARAM=value",
               help="Set one mechanism's parameter (alpha, A, o0, L, Q, o1, mode) for a what-if; repeatable.")
-@click.option("--mode", metavar="sync|sync-os|async",
+@click.option("--mode", metavar="sync|sync-os|async", type=click.Choice(MODES),
               help="Override every mechanism's execution mode (default: each mechanism's own).")
 @click.option("--only", "only", metavar="CATEGORY[,CATEGORY]",
               help="Offload only these categories (network, storage, crypto, compression).")
@@ -83,15 +72,9 @@ def project(recording, dpu, fmt, output, nodes, gpus_per_node, sweep_spec, set_s
     """
     from dpuprof.errors import UserError
 
-    # cheap checks first, before pandas is imported
-    if fmt not in FORMATS:
-        raise UserError(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")
-    if mode is not None and mode not in MODES:
-        raise UserError(f"--mode {mode!r}: use one of sync, sync-os, async")
-    mode = MODES.get(mode) if mode else None
-    n_nodes = _int_option("--nodes", nodes, 1, 1_000_000)
-    gpn = _int_option("--gpus-per-node", gpus_per_node, 1, 4096)
-    if gpn is not None and n_nodes is None:
+    # cheap checks first, before pandas is imported (click has checked each option's type and range)
+    mode = mode.replace("-", "_") if mode else None
+    if gpus_per_node is not None and nodes is None:
         raise UserError("--gpus-per-node needs --nodes")
     from dpuprof.categories import INFRASTRUCTURE
     from dpuprof.project.window import parse_range
@@ -121,7 +104,7 @@ def project(recording, dpu, fmt, output, nodes, gpus_per_node, sweep_spec, set_s
     path = resolve_recording(recording)
     rec = load(path)
     inp = from_recording(rec)
-    proj = run_projection(inp, profile, nodes=n_nodes, gpus_per_node=gpn or 1, mode=mode, only=only_cats,
+    proj = run_projection(inp, profile, nodes=nodes, gpus_per_node=gpus_per_node or 1, mode=mode, only=only_cats,
                           window=window)
     if sweep_args:
         proj["sweep"] = sweep_mod.sweep(inp, profile, *sweep_args, mode=mode, only=only_cats, window=window)

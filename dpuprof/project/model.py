@@ -34,8 +34,6 @@ Row DataFrame columns (units):
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
@@ -177,11 +175,3 @@ def evaluate(rows: pd.DataFrame) -> pd.DataFrame:
     df["freed_s"] = df["before_s"] - df["after_s"]
     df["workload_freed_s"] = df["workload_before_s"] - df["workload_after_s"]
     return df
-
-
-def finite_or_none(x) -> float | None:
-    """JSON-safe number: None for inf/NaN."""
-    if x is None:
-        return None
-    x = float(x)
-    return x if math.isfinite(x) else None

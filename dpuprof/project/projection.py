@@ -21,7 +21,8 @@ from dpuprof.project.profiles import Profile
 
 
 GLOBAL_ASSUMPTIONS = [
-    "CPU seconds are sampled (samples / sampling frequency); idle is excluded",
+    "CPU seconds are each process's exact on-CPU time from the scheduler, split across subcategories in "
+    "proportion to its stack samples (taken at the sampling frequency); idle is excluded",
     "offload model: Accelerometer (Sriraman and Dhanotia, ASPLOS 2020; akshithasriraman/Accelerometer "
     "accelerometer.cc) applied per (subcategory, mechanism) slice with C = the slice's measured host time",
     "each mechanism takes the measured share of a subcategory it can cover, in the profile's order; "

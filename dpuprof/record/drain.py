@@ -67,11 +67,11 @@ def clear_stack_map(table) -> int:
 class SampleDrainer:
     """Drains cpu_sample: classified CPU per process plus folded stacks.
 
-    ``drain()`` returns a dict with ``cpu`` {(pid, subcategory): samples} (to be turned into time
-    with ``scale_to_exact``), ``run_ns`` {pid: on-CPU ns from sched_switch}, ``stacks`` {(pid,
-    stack_id): samples}, ``new_stacks`` [(stack_id, folded, category, subcategory, cause)], ``comms``
-    {pid: comm}, ``subcats`` Counter of subcategory samples (for the status line), ``thread_cpu``
-    {(tid, subcategory): samples} of workload threads.
+    ``drain()`` returns a dict with ``cpu`` {(pid, subcategory): samples} (equal-weight counts:
+    the mix, turned into time with ``scale_to_exact``), ``run_ns`` {pid: on-CPU ns this interval,
+    which the probe credits at every sched_switch and every sample}, ``stacks`` {(pid, stack_id):
+    samples}, ``new_stacks`` [(stack_id, folded, category, subcategory, cause)], ``comms`` {pid: comm}
+    and ``thread_cpu`` {(tid, subcategory): samples} of workload threads.
     """
 
     def __init__(self, bpf, symbolizer, classifier: Classifier):

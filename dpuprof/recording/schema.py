@@ -40,8 +40,13 @@ CREATE TABLE IF NOT EXISTS processes (
     in_workload INTEGER NOT NULL DEFAULT 0, first_seen REAL, last_seen REAL,
     ns_pid INTEGER, cgroup TEXT);
 -- CPU samples classified per interval x process x (sub)category; pid 0 is the idle task.
--- cpu_s is the CPU time the samples stand for: each sample is weighted by the time since the
--- previous sample on its CPU (probes/cpu_sample.bpf.c), so about samples / sample_freq_hz.
+-- samples are equal-weight counts (the mix); cpu_s is the process's exact on-CPU time in the
+-- interval (scheduler run time: probes/cpu_sample.bpf.c run_ns, or /proc schedstat for a live
+-- workload process) split across its subcategories in proportion to samples
+-- (dpuprof/record/drain.py scale_to_exact). A process without exact time counts
+-- 1 / sample_freq_hz per sample; one that ran but was never sampled has samples 0 and
+-- subcategory kernel_other.unsampled. Idle (pid 0) gives up what workload processes were charged
+-- above their run_ns (time they ran in the idle task's context), so the host still adds up.
 CREATE TABLE IF NOT EXISTS cpu_category (
     interval INTEGER NOT NULL, pid INTEGER NOT NULL, category TEXT NOT NULL,
     subcategory TEXT NOT NULL, samples INTEGER NOT NULL, cpu_s REAL NOT NULL);

@@ -22,14 +22,6 @@ def _by_subcategory(df) -> dict[str, float]:
     return {k: round(float(v), 6) for k, v in sums.items()}
 
 
-def category_frame(rec: Recording, workload_only: bool = False):
-    """Classified CPU: DataFrame[interval, pid, category, subcategory, samples, cpu_s]."""
-    df = rec.table("cpu_category")
-    if workload_only:
-        df = df[df["pid"].isin(rec.workload_pids)]
-    return df
-
-
 def summarize(rec: Recording) -> dict:
     """Return the summary dict (JSON-serialisable). Keys:
 

@@ -34,8 +34,3 @@ class Progress:
             self.stream.write("\r\033[K")
             self.stream.flush()
         self._shown = False
-
-
-class Quiet(Progress):
-    def __init__(self):
-        super().__init__(enabled=False)
