@@ -97,3 +97,9 @@ def test_low_expected_high_are_ordered(on, rq, ld, peer, f_m, f_l, busy_l, extra
     assert s["low"] is not None and s["expected"] is not None
     assert 1.0 - 1e-9 <= s["low"] <= s["expected"] + 1e-9
     assert s["high"] is None or s["expected"] <= s["high"] + 1e-9
+
+
+def test_peer_wait_regime_is_named():
+    s = critical_path.speedup(job([rank(5.0, peer=5.0)], net=1.0))
+    assert s["regime"] == "peer-wait"
+    assert s["evidence"]["path_gains_s"]["peer"] == pytest.approx(5.0)

@@ -93,3 +93,12 @@ def test_explicit_window_and_bad_ranges():
             window.parse_range(bad)
     with pytest.raises(UserError):
         window.choose(iv, frame("cpu_category", []), set(), frame("markers", []), (50.0, 60.0))
+
+
+def test_waits_longer_than_the_off_cpu_time_are_scaled_to_fit():
+    # a wake-up in the window counts a wait that began before it: never more than the off-CPU time
+    f = tables()
+    f["thread_wait"].loc[f["thread_wait"]["tid"] == 10, "ns"] *= 10
+    job = paths.build(f, {10, 11}, 2, window.Window(0.0, 2.0, (0, 1), "test"), rows(1.0))
+    (r,) = job.ranks
+    assert sum(r.wait_s.values()) == pytest.approx(r.wall_s - r.on_cpu_s - r.runq_s)

@@ -161,8 +161,13 @@ def build(frames: dict, workload_pids: set, cpu_count: int, window: Window, rows
             else:
                 key = "other"
             reasons[key] += row.ns / 1e9
-        seen = sum(reasons.values())
-        reasons["other"] += max(0.0, wall - on - rq - seen)
+        # A wait is counted in the interval its wake-up falls in, so the window's waits can exceed
+        # its off-CPU time by the part before the window: scale them to fit; what the probe did
+        # not see goes to "other". Then wall = on + runq + the waits, exactly.
+        seen, off_cpu = sum(reasons.values()), max(0.0, wall - on - rq)
+        if seen > off_cpu:
+            reasons = {k: v * off_cpu / seen for k, v in reasons.items()}
+        reasons["other"] += max(0.0, off_cpu - sum(reasons.values()))
         ts = tcat[tcat["tid"] == pid].groupby("subcategory")["samples"].sum()
         f, sd = _freed(ts, spp(pid), frac_wl)
         comm = str(threads.at[pid, "comm"]) if pid in threads.index else ""
