@@ -20,6 +20,8 @@ from dpuprof.categories import IDLE, top_level
 from dpuprof.errors import UserError
 from dpuprof.record import child as childmod
 from dpuprof.record.metadata import host_metadata
+from dpuprof.record.perfmap import ENV as PYTHON_ENV
+from dpuprof.record.perfmap import python_frames_status
 from dpuprof.record.status import StatusLine
 from dpuprof.record.telemetry import GpuTelemetry, HostTelemetry, ProcessTelemetry, is_process, process_info
 from dpuprof.recording.writer import RecordingWriter
@@ -37,6 +39,7 @@ class Options:
     as_root: bool = False
     term_after_s: float = childmod.TERM_AFTER_S  # stop escalation: SIGTERM this long after a stop request
     kill_after_s: float = childmod.KILL_AFTER_S  # then SIGKILL this long after the SIGTERM
+    python_frames: bool = True  # CPython >= 3.12's perf trampoline on (record/perfmap.py)
 
 
 class DiskFull(UserError):
@@ -96,7 +99,7 @@ class Recorder:
         self.hooks = probemod.hooks(bpf)
         _release_freed_memory()  # clang's compile leaves ~100 MB of freed heap behind
         self.tree = TreeDrainer(bpf, os.getpid())
-        self.samples = SampleDrainer(bpf, Symbolizer(bcc.BPF), Classifier())
+        self.samples = SampleDrainer(bpf, Symbolizer(bcc.BPF), Classifier(), self.opts.python_frames)
         self.softirq = SoftirqDrainer(bpf) if "softirq" in used else None
         self.block = BlockDrainer(bpf) if "block_io" in used else None
         self.net = NetDrainer(bpf) if "net_dev" in used else None
@@ -155,6 +158,7 @@ class Recorder:
             "gpu": gpu.describe(),
             "rules_sha256": None if opts.psutil_only else self.samples.classifier.digest,
             **(self.uprobes.meta() if self.uprobes else {}),  # uprobes hook (2/3)
+            "python_frames": python_frames_status(opts.command, opts.python_frames and not opts.psutil_only),
         }
         writer = RecordingWriter(opts.output, meta, owner)
         status = StatusLine(quiet=opts.quiet)
@@ -164,7 +168,8 @@ class Recorder:
             return self._stopped_before_start(sig, writer)
         start = time.time()
         try:
-            child = childmod.Child(opts.command, self.user, opts.term_after_s, opts.kill_after_s)
+            child = childmod.Child(opts.command, self.user, opts.term_after_s, opts.kill_after_s,
+                                   env_extra=PYTHON_ENV if opts.python_frames and not opts.psutil_only else None)
         except UserError:
             writer.close(end_time=time.time(), exit_code=None, complete=True, error="command failed to start")
             raise
