@@ -74,7 +74,7 @@ struct sample_key {
 };
 
 struct py_range {
-    u64 lo;    // the trampoline arena: trampolines of `size` bytes back to back from lo
+    u64 lo;    // the trampoline arena: a trampoline every `size` bytes from lo (the stride)
     u64 hi;
     u64 size;
     u64 ret;   // a return address's offset inside a trampoline (just after its call)

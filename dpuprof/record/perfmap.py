@@ -83,6 +83,15 @@ class PerfMap:
             return self.entries[i][2]
         return None
 
+    def stride(self) -> int | None:
+        """Bytes from one trampoline to the next: CPython copies them back to back, padded (3.12:
+        11 bytes, none; 3.13: 11 bytes padded to 16), so the smallest gap between entries; the
+        first entry's size while there is only one. None while empty."""
+        gaps = [b - a for a, b in zip(self.starts, self.starts[1:]) if b > a]
+        if gaps:
+            return min(gaps)
+        return self.first[1] if self.first else None
+
     def return_name(self, addr: int) -> str | None:
         """The name for a return address into a trampoline: inside it, never its first byte
         (a call's return address follows the call), which also drops scanned words that merely
@@ -98,8 +107,8 @@ CALL_RCX = b"\xff\xd1"  # x86-64 `call *%rcx`: CPython's trampoline calls the ev
 
 def return_offset(code: bytes) -> int | None:
     """The offset of a return address inside a trampoline whose machine code is ``code``: just
-    after its ``call *%rcx`` (CPython 3.12 and 3.13 on x86-64: ``sub $8,%rsp; call *%rcx; ...`` and
-    ``push %rbp; mov %rsp,%rbp; call *%rcx; ...``, both 6). None when there is no such call."""
+    after its ``call *%rcx`` (CPython 3.12.1 and 3.13.0 on x86-64: ``sub $8,%rsp; call *%rcx;
+    add $8,%rsp; ret``, so 6). None when there is no such call."""
     i = code.find(CALL_RCX)
     return None if i < 0 else i + len(CALL_RCX)
 

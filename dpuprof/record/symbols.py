@@ -166,7 +166,7 @@ class Symbolizer:
         return pm
 
     def python_range(self, pid: int) -> tuple[int, int, int, int] | None:
-        """``pid``'s first trampoline arena as (start, end, trampoline size, return offset), for
+        """``pid``'s first trampoline arena as (start, end, stride, return offset), for
         the probe's stack scan (probes/cpu_sample.bpf.c); None while it has none (no perf map:
         not CPython >= 3.12 with its perf trampoline on, or nothing called yet). CPython fills a
         64 KiB arena (~6000 functions) before it maps another; later arenas are not scanned."""
@@ -183,7 +183,7 @@ class Symbolizer:
             ret = return_offset(read_code(pid, start, size))
             if mapping is None or ret is None:
                 return None
-            arena = self._arena[pid] = (mapping[0], mapping[1], size, ret)
+            arena = self._arena[pid] = (mapping[0], mapping[1], pm.stride(), ret)
         return arena
 
     def python(self, pid: int, addr: int) -> str | None:
