@@ -11,7 +11,8 @@ consistent up to its last committed interval.
   exit_code, mode ("bpf" or "psutil"), sample_freq_hz, interval_s, probes_used (list),
   probes_unavailable ({probe: reason}), category_split (bool), root_pid, recorder_pid, user, gpu,
   rules_sha256 (of the classification rules used), uprobes ({target: "attached" or why not}),
-  uprobes_paths ({target: [files attached]}).
+  uprobes_paths ({target: [files attached]}), python_frames (one line: whether .py frames can
+  appear in stacks, or why not; docs/python-frames.md).
 
 Version 2 adds what the projection's critical-path model needs: per-thread scheduling of the
 workload's threads (``threads``, ``thread_time``, ``thread_wait``, ``thread_category``), collective
