@@ -44,8 +44,9 @@
 // Python:   CPython >= 3.12 with its perf trampoline on runs each Python call through a small
 //           trampoline of its own (named in /tmp/perf-PID.map), but its interpreter is built
 //           without frame pointers, so the user stack walk never reaches those trampolines. For a
-//           process whose trampoline address range user space has put in py_ranges, a user-mode
-//           sample also scans SCAN_BYTES of the user stack above sp for words inside that range
+//           process whose trampoline address range user space has put in py_ranges, a sample also
+//           scans 8 KiB of the user stack above the user sp (in kernel mode, the sp saved at kernel
+//           entry: bpf_task_pt_regs) for words inside that range
 //           at a trampoline's return offset (return addresses into trampolines), innermost first, and keeps up to PY_DEPTH of them
 //           in key.py; user space keeps only words that fall inside a named trampoline
 //           (docs/python-frames.md: a scan can also find stale words in live frames).
@@ -129,14 +130,31 @@ static inline void scan_words(struct py_words *s, struct py_range *r, const int 
     }
 }
 
+// bpf_task_pt_regs (kernel 5.15), which bcc 0.26's helpers.h documents but does not declare.
+static long (*task_pt_regs_)(struct task_struct *task) = (void *)175;
+
+// The user stack pointer: from the sample's registers in user mode; in kernel mode (a system
+// call, a fault) from the registers saved at kernel entry. 0 when unknown.
+static inline u64 user_sp(struct bpf_perf_event_data *ctx, int umode) {
+    if (umode)
+        return PT_REGS_SP(&ctx->regs);
+    struct pt_regs *regs = (struct pt_regs *)task_pt_regs_(bpf_get_current_task_btf());
+    u64 sp = 0;
+    if (!regs || bpf_probe_read_kernel(&sp, sizeof(sp), &regs->sp) != 0)
+        return 0;
+    return sp;
+}
+
 // Fill key->py from a scan of the user stack (see "Python" above).
-static inline void scan_python(struct sample_key *key, struct bpf_perf_event_data *ctx) {
+static inline void scan_python(struct sample_key *key, struct bpf_perf_event_data *ctx, int umode) {
     struct py_range *r = py_ranges.lookup(&key->tgid);
     int zero = 0;
     struct py_words *s = py_scan.lookup(&zero);
     if (!r || !s || r->hi <= r->lo || !r->size)
         return;
-    void *sp = (void *)PT_REGS_SP(&ctx->regs);
+    void *sp = (void *)user_sp(ctx, umode);
+    if (!sp)
+        return;
     s->n = 0;
     __builtin_memset(s->py, 0, sizeof(s->py));
     // A read that would run past the top of the stack fails whole: halve it until it fits (the
@@ -238,8 +256,7 @@ int on_sample(struct bpf_perf_event_data *ctx) {
     key.ustack = check_stack(u, 1, umode);
     if ((key.kstack < 0 && key.kstack != -EFAULT) || (key.ustack < 0 && key.ustack != -EFAULT))
         key.ip = PT_REGS_IP(&ctx->regs);  // still classifiable by its leaf frame
-    if (umode)
-        scan_python(&key, ctx);
+    scan_python(&key, ctx, umode);
     account(key.tgid);
     u64 one = 1, *val = counts.lookup(&key);
     if (val) {

@@ -23,6 +23,7 @@ SCRIPT = WORKLOADS / "python_hot.py"
 HOT = f"py::hot_python_loop_for_dpuprof:{SCRIPT} (perf-map)"
 OUTER = f"py::outer_caller_for_dpuprof:{SCRIPT} (perf-map)"
 MODULE = f"py::<module>:{SCRIPT} (perf-map)"
+SYSCALL = f"py::syscall_loop_for_dpuprof:{SCRIPT} (perf-map)"
 
 
 def _python(version: str) -> str:
@@ -32,9 +33,10 @@ def _python(version: str) -> str:
     return exe
 
 
-def _record(tmp_path, version: str, *flags, seconds=2.5):
+def _record(tmp_path, version: str, *flags, seconds=2.5, syscall_seconds=0):
     out = tmp_path / f"py{version}.rec"
-    proc = dpuprof("record", "-q", *flags, "-o", out, "--", _python(version), SCRIPT, seconds, timeout=240)
+    proc = dpuprof("record", "-q", *flags, "-o", out, "--", _python(version), SCRIPT, seconds,
+                   *([syscall_seconds] if syscall_seconds else []), timeout=240)
     assert proc.returncode == 0, proc.stderr
     own = last_json_line(proc.stdout)
     db = sqlite3.connect(out)
@@ -59,6 +61,17 @@ def test_hot_python_function_appears_by_name(tmp_path, version):
     # Callers in order, outermost first, under the comm and above the native frames.
     chain = f"{MODULE};{OUTER};{HOT}"
     assert any(f";{chain}" in stack for stack, _ in folded), folded[:5]
+
+
+def test_kernel_time_is_charged_to_the_calling_python_function(tmp_path):
+    """In a system call the scan starts at the user sp saved at kernel entry."""
+    _meta, own, folded = _record(tmp_path, "3.12.1", seconds=1.5, syscall_seconds=1.5)
+    in_readv = [(stack, n) for stack, n in folded if "do_readv_[k]" in stack]
+    under = sum(n for stack, n in in_readv if f"{MODULE};{SYSCALL};" in stack)
+    total = sum(n for _, n in in_readv)
+    print(f"{under} of {total} readv samples under {SYSCALL}; workload says {own}")
+    # The readv loop runs after the hot loop, so after the first drain: nearly all are named.
+    assert total >= 50 and under >= 0.8 * total, (under, total)
 
 
 def test_older_python_says_why_there_are_none(tmp_path):
