@@ -59,12 +59,14 @@ def test_return_offset_of_cpython_trampolines():
 
 def test_status_line(monkeypatch):
     assert python_frames_status([sys.executable], False) == "off: --no-python-frames"
-    monkeypatch.setattr(perfmap, "interpreter_version", lambda exe: ("cpython", 3, 11))
+    monkeypatch.setattr(perfmap, "interpreter_version", lambda exe, user=None: ("cpython", 3, 11))
     assert python_frames_status([sys.executable, "x.py"], True) == \
         "off: CPython 3.11 has no perf trampoline (needs >= 3.12)"
-    monkeypatch.setattr(perfmap, "interpreter_version", lambda exe: ("cpython", 3, 12))
+    monkeypatch.setattr(perfmap, "interpreter_version", lambda exe, user=None: ("cpython", 3, 12))
     assert python_frames_status([sys.executable], True).startswith("on (perf trampoline, CPython 3.12")
     assert python_frames_status(["true"], True).startswith("on where a CPython >= 3.12 process runs")
+    monkeypatch.setattr(perfmap, "interpreter_version", lambda exe, user=None: None)
+    assert python_frames_status([sys.executable], True).endswith("did not tell its version)")
 
 
 def test_command_interpreter_reads_shebangs(tmp_path):

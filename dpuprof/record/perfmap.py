@@ -152,26 +152,33 @@ def command_interpreter(argv: list[str]) -> str | None:
     return None
 
 
-def interpreter_version(exe: str) -> tuple[str, int, int] | None:
-    """(implementation, major, minor) of the interpreter ``exe``, by running it once (~20 ms)."""
+def interpreter_version(exe: str, user=None) -> tuple[str, int, int] | None:
+    """(implementation, major, minor) of the interpreter ``exe``, by running it once (~20 ms), as
+    ``user`` (a child.Identity: under sudo, the user the command will run as) when given."""
     code = "import sys; print(sys.implementation.name, *sys.version_info[:2])"
     env = {k: v for k, v in os.environ.items() if k not in ENV}
+    ids = {"user": user.uid, "group": user.gid, "extra_groups": []} if user is not None else {}
     try:
-        out = subprocess.run([exe, "-c", code], capture_output=True, text=True, timeout=10, env=env).stdout.split()
+        out = subprocess.run([exe, "-c", code], capture_output=True, text=True, timeout=10, env=env,
+                             **ids).stdout.split()
         return out[0], int(out[1]), int(out[2])
     except (OSError, subprocess.SubprocessError, IndexError, ValueError):
         return None
 
 
-def python_frames_status(argv: list[str], enabled: bool) -> str:
-    """The recording's ``python_frames`` meta line: whether Python frames can appear, and why not."""
+def python_frames_status(argv: list[str], enabled: bool, user=None) -> str:
+    """The recording's ``python_frames`` meta line: whether Python frames can appear, and why not.
+    The interpreter is asked as ``user`` (see ``interpreter_version``)."""
     if not enabled:
         return "off: --no-python-frames"
     exe = command_interpreter(argv)
-    version = interpreter_version(exe) if exe else None
-    if version is None:
+    version = interpreter_version(exe, user) if exe else None
+    if exe is None:
         return ("on where a CPython >= 3.12 process runs (PYTHONPERFSUPPORT=1 is set for the command; "
                 "the command itself is not a Python interpreter)")
+    if version is None:
+        return (f"on where a CPython >= 3.12 process runs (PYTHONPERFSUPPORT=1 is set for the command; "
+                f"{exe} did not tell its version)")
     impl, major, minor = version
     if impl != "cpython":
         return f"off: {impl} {major}.{minor} has no CPython perf trampoline"

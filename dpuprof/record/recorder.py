@@ -158,7 +158,8 @@ class Recorder:
             "gpu": gpu.describe(),
             "rules_sha256": None if opts.psutil_only else self.samples.classifier.digest,
             **(self.uprobes.meta() if self.uprobes else {}),  # uprobes hook (2/3)
-            "python_frames": python_frames_status(opts.command, opts.python_frames and not opts.psutil_only),
+            "python_frames": "off: --probes psutil samples no stacks" if opts.psutil_only
+                             else python_frames_status(opts.command, opts.python_frames, self.user),
         }
         writer = RecordingWriter(opts.output, meta, owner)
         status = StatusLine(quiet=opts.quiet)
