@@ -85,3 +85,20 @@ def test_no_python_frames_flag(tmp_path):
     assert meta["python_frames"] == "off: --no-python-frames"
     assert folded and not any("py::" in stack for stack, _ in folded)
     assert not os.path.exists(f"/tmp/perf-{meta['root_pid']}.map")  # the trampoline stayed off
+
+
+def test_python_caller_of_the_tax_shows_in_html_flame_graph_and_speedscope(tmp_path):
+    """The user story: which Python code pays the compression tax (tests/workloads/zlib_compress.py
+    compresses from module level)."""
+    out = tmp_path / "zlib.rec"
+    script = WORKLOADS / "zlib_compress.py"
+    proc = dpuprof("record", "-q", "-o", out, "--", _python("3.12.1"), script, 2.5, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    frame = f"py::<module>:{script} (perf-map)"
+    html = tmp_path / "zlib.html"
+    dpuprof("report", out, "--format", "html", "-o", html, check=True)
+    assert f"py::&lt;module&gt;:{script} (perf-map)" in html.read_text()  # in the tax flame graph, escaped
+    speedscope = tmp_path / "zlib.speedscope.json"
+    dpuprof("report", out, "--format", "speedscope", "-o", speedscope, check=True)
+    names = {f["name"] for f in json.loads(speedscope.read_text())["shared"]["frames"]}
+    assert frame in names
