@@ -91,3 +91,22 @@ def test_stride_is_the_smallest_gap(tmp_path):
         fh.write("1030 b py::b:/x.py\n1010 b py::c:/x.py\n")
     pm.refresh()
     assert pm.stride() == 16
+
+
+class _StubSym:
+    """Symbolizer stand-in: names two trampoline return addresses, like Symbolizer.python."""
+
+    names = {0x1006: "py::outer:/a.py (perf-map)", 0x1011: "py::inner:/a.py (perf-map)"}
+
+    def python(self, pid, addr):
+        return self.names.get(addr)
+
+
+def test_drain_orders_python_frames_outermost_first_and_drops_unnamed():
+    from collections import defaultdict
+
+    from dpuprof.record.drain import SampleDrainer
+
+    drainer = SampleDrainer(defaultdict(lambda: None), _StubSym(), classifier=None)
+    scanned = [0x1011, 0x2000, 0x1006, 0, 0, 0, 0, 0]  # innermost first, as the probe stores them
+    assert drainer._python(7, scanned) == ["py::outer:/a.py (perf-map)", "py::inner:/a.py (perf-map)"]

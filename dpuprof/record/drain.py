@@ -18,6 +18,7 @@ from collections import Counter, defaultdict
 
 from dpuprof.categories import IDLE, top_level
 from dpuprof.record.classify import Classifier, fold
+from dpuprof.record.perfmap import SUFFIX as PERFMAP_SUFFIX
 from dpuprof.record.progstats import recursion_misses
 
 SOFTIRQ_NAMES = ("HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU")
@@ -189,6 +190,8 @@ class SampleDrainer:
                     kframes = ["[idle]"] if pid == 0 else []
                     uframes = [] if pid == 0 else ["[no stack]"]
                 pyframes = self._python(pid, k.py) if full and self.python_frames and k.py[0] else []
+                if pyframes and any(f.endswith(PERFMAP_SUFFIX) for f in uframes):
+                    pyframes = []  # the walk reached the trampolines itself (a frame-pointer build)
                 folded = fold(kframes, pyframes + uframes)
                 sid = self.stack_ids.get(folded)
                 if sid is None:

@@ -1,4 +1,5 @@
-"""Python function names from a process's perf map (``/tmp/perf-PID.map``).
+"""Python function names from a process's perf map (``/tmp/perf-PID.map``), and which Python the
+recorded command runs (the recording's ``python_frames`` meta line).
 
 CPython >= 3.12 started with ``PYTHONPERFSUPPORT=1`` (or ``-X perf``) runs every Python function
 call through a small trampoline of its own, and appends one line per trampoline to

@@ -142,6 +142,12 @@ class Symbolizer:
                     self._drop_symcache(pid)  # a new mapping: bcc's view of this process is stale
         if path is None:
             return UNKNOWN
+        if not path and symbols:
+            # Anonymous code: a CPython trampoline when the interpreter keeps frame pointers and
+            # the walk itself reaches it (then drain.py skips the stack scan's frames).
+            py = self.python(pid, addr)
+            if py is not None:
+                return py
         label = clean(module_label(path)).replace("(", "[").replace(")", "]")
         name = None
         if not symbols or self._too_big(path):
