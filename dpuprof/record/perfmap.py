@@ -125,7 +125,8 @@ def read_code(pid: int, addr: int, size: int) -> bytes:
 
 
 # ---------------------------------------------------------------- which interpreter the command runs
-ENV = {"PYTHONPERFSUPPORT": "1"}  # CPython >= 3.12: the perf trampoline on (docs.python.org/3/howto/perf_profiling.html)
+# CPython >= 3.12: the perf trampoline on (docs.python.org/3/howto/perf_profiling.html)
+ENV = {"PYTHONPERFSUPPORT": "1"}
 _PYTHON_NAME = re.compile(r"^python(\d+(\.\d+)?)?$")
 
 
