@@ -41,6 +41,17 @@
 //           in the hypervisor, which equal weights do not correct either: a known sampling limit.)
 //           run_ns      HASH  tgid -> on-CPU ns, cumulative                   (65536 entries)
 //           cpu_state   PERCPU_ARRAY [0] = time of the last switch or sample on this CPU
+// Python:   CPython >= 3.12 with its perf trampoline on runs each Python call through a small
+//           trampoline of its own (named in /tmp/perf-PID.map), but its interpreter is built
+//           without frame pointers, so the user stack walk never reaches those trampolines. For a
+//           process whose trampoline address range user space has put in py_ranges, a sample also
+//           scans 8 KiB of the user stack above the user sp (in kernel mode, the sp saved at kernel
+//           entry: bpf_task_pt_regs) for words inside that range
+//           at a trampoline's return offset (return addresses into trampolines), innermost first, and keeps up to PY_DEPTH of them
+//           in key.py; user space keeps only words that fall inside a named trampoline
+//           (docs/python-frames.md: a scan can also find stale words in live frames).
+//           py_ranges   HASH  tgid -> {lo, hi, size, ret}: the trampoline arena (1024 entries)
+//           py_scan     PERCPU_ARRAY [0] = the copied stack words
 // Hooks:    perf_event PERF_TYPE_SOFTWARE / PERF_COUNT_SW_CPU_CLOCK; tracepoint sched:sched_switch
 // Overhead: one stack walk (kernel + user) per sample, and one per-CPU read and one hash update
 //           per context switch, which is most of the runs. Measured with proc_tree (always loaded
@@ -49,6 +60,9 @@
 #include <uapi/linux/ptrace.h>
 #include <uapi/linux/bpf_perf_event.h>
 #include <linux/sched.h>
+
+#define PY_DEPTH 8          // Python frames kept per sample (a power of two: used as a mask)
+#define SCAN_WORDS 1024     // 8 KiB of user stack scanned per sample of a Python process
 
 struct sample_key {
     u32 buf;      // which stack map the stack ids refer to
@@ -59,6 +73,21 @@ struct sample_key {
     u32 pad;      // explicit, so the hashed key has no uninitialised padding before ip
     u64 ip;       // the sampled instruction pointer, only when a stack walk failed (else 0)
     char comm[TASK_COMM_LEN];
+    u64 py[PY_DEPTH];  // return addresses into Python trampolines, innermost first (0 = none)
+};
+
+struct py_range {
+    u64 lo;    // the trampoline arena: a trampoline every `size` bytes from lo (the stride)
+    u64 hi;
+    u64 size;
+    u64 ret;   // a return address's offset inside a trampoline (just after its call)
+};
+
+struct py_words {
+    u64 w[SCAN_WORDS];
+    u64 py[PY_DEPTH];  // frames found, innermost first
+    u32 n;      // frames found so far
+    u32 pad;
 };
 
 struct cpu_state {
@@ -75,6 +104,76 @@ BPF_STACK_TRACE(spill1, 4096);
 #define SPILL_BIT 0x40000000  // in a stack id: the stack is in spillN, not stacksN
 BPF_ARRAY(active, u32, 1);
 BPF_ARRAY(sample_lost, u64, 9);
+BPF_HASH(py_ranges, u32, struct py_range, 1024);
+BPF_PERCPU_ARRAY(py_scan, struct py_words, 1);
+
+// One pass over the first `words` copied words (a constant at each call, so the verifier's path
+// has four jumps a word: loop, n, range, offset; it allows 8192 on a path). Only words at a
+// trampoline's return offset count: function pointers to trampolines (offset 0) and stale words
+// at other offsets are common in the interpreter's frames. The scan's state lives in the
+// per-CPU map value, read back volatile, so the verifier sees n as a range, not one exact value
+// per path, and its states converge at every word (with n exact it gives up: too many states;
+// bcc 0.26 cannot pass bpf_loop a callback).
+static inline void scan_words(struct py_words *s, struct py_range *r, const int words) {
+    u64 lo = r->lo, span = r->hi - r->lo, size = r->size, ret = r->ret;
+#pragma clang loop unroll(disable)
+    for (int i = 0; i < words; i++) {
+        u32 n = *(volatile u32 *)&s->n;
+        if (n >= PY_DEPTH)
+            break;
+        u64 w = s->w[i & (SCAN_WORDS - 1)];
+        u64 d = w - lo;  // lo <= w < lo + span: one unsigned compare
+        if (d < span && d % size == ret) {
+            u32 j = n;
+            asm volatile("" : "+r"(j));  // keep the mask: clang drops it after the n check above
+            s->py[j & (PY_DEPTH - 1)] = w;
+            s->n = n + 1;
+        }
+    }
+}
+
+// bpf_task_pt_regs (kernel 5.15), which bcc 0.26's helpers.h documents but does not declare.
+static long (*task_pt_regs_)(struct task_struct *task) = (void *)175;
+
+// The user stack pointer: from the sample's registers in user mode; in kernel mode (a system
+// call, a fault) from the registers saved at kernel entry. 0 when unknown.
+static inline u64 user_sp(struct bpf_perf_event_data *ctx, int umode) {
+    if (umode)
+        return PT_REGS_SP(&ctx->regs);
+    struct pt_regs *regs = (struct pt_regs *)task_pt_regs_(bpf_get_current_task_btf());
+    u64 sp = 0;
+    if (!regs || bpf_probe_read_kernel(&sp, sizeof(sp), &regs->sp) != 0)
+        return 0;
+    return sp;
+}
+
+// Fill key->py from a scan of the user stack (see "Python" above).
+static inline void scan_python(struct sample_key *key, struct bpf_perf_event_data *ctx, int umode) {
+    struct py_range *r = py_ranges.lookup(&key->tgid);
+    int zero = 0;
+    struct py_words *s = py_scan.lookup(&zero);
+    if (!r || !s || r->hi <= r->lo || !r->size)
+        return;
+    void *sp = (void *)user_sp(ctx, umode);
+    if (!sp)
+        return;
+    s->n = 0;
+    __builtin_memset(s->py, 0, sizeof(s->py));
+    // A read that would run past the top of the stack fails whole: halve it until it fits (the
+    // main thread of a shallow program is often less than 8 KiB below its stack's top).
+    if (bpf_probe_read_user(s->w, SCAN_WORDS * 8, sp) == 0)
+        scan_words(s, r, SCAN_WORDS);
+    else if (bpf_probe_read_user(s->w, SCAN_WORDS * 4, sp) == 0)
+        scan_words(s, r, SCAN_WORDS / 2);
+    else if (bpf_probe_read_user(s->w, SCAN_WORDS * 2, sp) == 0)
+        scan_words(s, r, SCAN_WORDS / 4);
+    else if (bpf_probe_read_user(s->w, SCAN_WORDS, sp) == 0)
+        scan_words(s, r, SCAN_WORDS / 8);
+    else
+        return;
+    if (s->n)
+        __builtin_memcpy(key->py, s->py, sizeof(key->py));
+}
 
 static inline void count_lost(int idx) {
     u64 *v = sample_lost.lookup(&idx);
@@ -159,6 +258,7 @@ int on_sample(struct bpf_perf_event_data *ctx) {
     key.ustack = check_stack(u, 1, umode);
     if ((key.kstack < 0 && key.kstack != -EFAULT) || (key.ustack < 0 && key.ustack != -EFAULT))
         key.ip = PT_REGS_IP(&ctx->regs);  // still classifiable by its leaf frame
+    scan_python(&key, ctx, umode);
     account(key.tgid);
     u64 one = 1, *val = counts.lookup(&key);
     if (val) {

@@ -82,9 +82,12 @@ Examples:
               "is still running this long after.")
 @click.option("--kill-after", "kill_after_s", default=KILL_AFTER_S, show_default=True, type=click.FloatRange(0, 3600),
               metavar="SECONDS", help="Then send SIGKILL if it is still running this long after the SIGTERM.")
+@click.option("--no-python-frames", "no_python_frames", is_flag=True,
+              help="Do not set PYTHONPERFSUPPORT=1 for COMMAND (CPython >= 3.12's perf trampoline, which "
+                   "gives .py frames; the interpreter then writes /tmp/perf-PID.map, left in place).")
 @click.argument("command", nargs=-1, required=False, type=click.UNPROCESSED)
 def record(output, pids, system_wide, cgroup, duration_s, freq_hz, interval_s, probes, rules, quiet, as_root,
-           term_after_s, kill_after_s, command):
+           term_after_s, kill_after_s, no_python_frames, command):
     """Run COMMAND (or attach with -p, --cgroup, -a) and record host CPU by category (network,
     storage, crypto, compression, compute, kernel_other), bytes moved and IO counts.
 
@@ -129,5 +132,5 @@ def record(output, pids, system_wide, cgroup, duration_s, freq_hz, interval_s, p
     opts = Options(command=list(command), target=target, output=Path(output), freq_hz=freq_hz, interval_s=interval_s,
                    probes=[] if names == ["all"] or psutil_only else names, psutil_only=psutil_only,
                    quiet=quiet, as_root=as_root, term_after_s=term_after_s, kill_after_s=kill_after_s,
-                   rules=Path(rules) if rules is not None else None)
+                   rules=Path(rules) if rules is not None else None, python_frames=not no_python_frames)
     sys.exit(run_record(opts))

@@ -62,8 +62,8 @@ class Child:
     """The recorded command. ``returncode`` follows shell convention: 128+N when killed by N."""
 
     def __init__(self, argv: list[str], user: Identity | None, term_after: float = TERM_AFTER_S,
-                 kill_after: float = KILL_AFTER_S):
-        env = dict(os.environ)
+                 kill_after: float = KILL_AFTER_S, env_extra: dict[str, str] | None = None):
+        env = dict(os.environ) | (env_extra or {})  # env_extra: e.g. PYTHONPERFSUPPORT (perfmap.ENV)
         kwargs = {}
         if user is not None:
             env.update(HOME=user.home, USER=user.name, LOGNAME=user.name)

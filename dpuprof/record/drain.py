@@ -12,11 +12,13 @@ emptied here by deleting every id (``clear_stack_map``); left full, ``bpf_get_st
 from __future__ import annotations
 
 import ctypes as ct
+import os
 import time
 from collections import Counter, defaultdict
 
 from dpuprof.categories import IDLE, top_level
 from dpuprof.record.classify import Classifier, fold
+from dpuprof.record.perfmap import SUFFIX as PERFMAP_SUFFIX
 from dpuprof.record.progstats import recursion_misses
 
 SOFTIRQ_NAMES = ("HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU")
@@ -72,11 +74,19 @@ class SampleDrainer:
     which the probe credits at every sched_switch and every sample}, ``stacks`` {(pid, stack_id):
     samples}, ``new_stacks`` [(stack_id, folded, category, subcategory, cause)], ``comms`` {pid: comm}
     and ``thread_cpu`` {(tid, subcategory): samples} of workload threads.
+
+    Python frames (``python_frames``): each drain gives the probe the trampoline address range of
+    every workload process with a perf map (py_ranges), and puts the Python frames its stack scan
+    found (key.py) before the native user frames, outermost first. Categories are classified from
+    the native frames alone, so they do not change with Python frames on or off.
     """
 
-    def __init__(self, bpf, symbolizer, classifier: Classifier):
+    def __init__(self, bpf, symbolizer, classifier: Classifier, python_frames: bool = True):
         """Drains cpu_sample's maps; symbols through ``symbolizer``, categories via ``classifier``."""
         self.bpf = bpf
+        self.python_frames = python_frames
+        self.py_ranges = bpf["py_ranges"] if python_frames else None
+        self.py_pushed: dict[int, tuple[int, int]] = {}  # pid -> range last written to py_ranges
         self.run_ns = bpf["run_ns"]
         self.run_cum = _Cumulative()
         self.sym = symbolizer
@@ -115,6 +125,26 @@ class SampleDrainer:
                 pass
         return entries
 
+    def _push_python_ranges(self, workload: set[int]) -> None:
+        """Write each workload process's trampoline range to py_ranges when it changed; drop
+        processes that exited."""
+        for pid in [p for p in self.py_pushed if p not in workload or not os.path.exists(f"/proc/{p}")]:
+            self.py_pushed.pop(pid)
+            try:
+                del self.py_ranges[self.py_ranges.Key(pid)]
+            except KeyError:
+                pass
+        for pid in workload:
+            rng = self.sym.python_range(pid)
+            if rng is not None and self.py_pushed.get(pid) != rng:
+                self.py_ranges[self.py_ranges.Key(pid)] = self.py_ranges.Leaf(*rng)
+                self.py_pushed[pid] = rng
+
+    def _python(self, pid: int, addrs) -> list[str]:
+        """Python frames, outermost first, from a sample's scanned addresses (innermost first)."""
+        frames = (self.sym.python(pid, a) for a in reversed(addrs) if a)
+        return [f for f in frames if f is not None]
+
     def _clear(self, buf: int) -> None:
         self.cleared = clear_stack_map(self.stacks[buf]) + clear_stack_map(self.spills[buf])
 
@@ -133,6 +163,8 @@ class SampleDrainer:
         # symbolisation below, so both describe the same interval.
         run = self.run_cum.deltas({k.value: (v.value,) for k, v in self.run_ns.items()})
         self.sym.new_generation()
+        if self.python_frames:
+            self._push_python_ranges(workload)
         entries.sort(key=lambda kv: kv[0].tgid not in workload)
         old = 1 - self.buf
         cpu: Counter = Counter()
@@ -157,7 +189,10 @@ class SampleDrainer:
                     # A stack walk failed (counted in `lost`); pid 0 is still the idle task.
                     kframes = ["[idle]"] if pid == 0 else []
                     uframes = [] if pid == 0 else ["[no stack]"]
-                folded = fold(kframes, uframes)
+                pyframes = self._python(pid, k.py) if full and self.python_frames and k.py[0] else []
+                if pyframes and any(f.endswith(PERFMAP_SUFFIX) for f in uframes):
+                    pyframes = []  # the walk reached the trampolines itself (a frame-pointer build)
+                folded = fold(kframes, pyframes + uframes)
                 comm = k.comm.decode("utf-8", "replace")  # the sampled thread's name: thread rules
                 key = (folded, self.classifier.thread_rule(comm))
                 sid = self.stack_ids.get(key)

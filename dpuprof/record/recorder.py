@@ -22,6 +22,8 @@ from dpuprof.errors import UserError
 from dpuprof.record import child as childmod
 from dpuprof.record.metadata import host_metadata
 from dpuprof.record.procfs import namespaces
+from dpuprof.record.perfmap import ENV as PYTHON_ENV
+from dpuprof.record.perfmap import python_frames_status
 from dpuprof.record.status import StatusLine
 from dpuprof.record.targets import Target, Workload
 from dpuprof.record.telemetry import GpuTelemetry, HostTelemetry, ProcessTelemetry, is_process, process_info
@@ -42,6 +44,7 @@ class Options:
     kill_after_s: float = childmod.KILL_AFTER_S  # then SIGKILL this long after the SIGTERM
     target: Target | None = None  # what the workload is (None: ``command``); see targets.py
     rules: Path | None = None  # --rules FILE: tried before the built-in rules.toml
+    python_frames: bool = True  # CPython >= 3.12's perf trampoline on (record/perfmap.py)
 
 
 class DiskFull(UserError):
@@ -102,7 +105,7 @@ class Recorder:
         _release_freed_memory()  # clang's compile leaves ~100 MB of freed heap behind
         self.tree = TreeDrainer(bpf, os.getpid())
         self.work.tree_map, self.work.lost_map = bpf["tree"], bpf["tree_lost"]
-        self.samples = SampleDrainer(bpf, Symbolizer(bcc.BPF), Classifier(extra=self.opts.rules))
+        self.samples = SampleDrainer(bpf, Symbolizer(bcc.BPF), Classifier(extra=self.opts.rules), self.opts.python_frames)
         self.softirq = SoftirqDrainer(bpf) if "softirq" in used else None
         self.block = BlockDrainer(bpf) if "block_io" in used else None
         self.net = NetDrainer(bpf) if "net_dev" in used else None
@@ -171,6 +174,8 @@ class Recorder:
             "gpu": gpu.describe(),
             "rules_sha256": None if opts.psutil_only else self.samples.classifier.digest,
             **(self.uprobes.meta() if self.uprobes else {}),  # uprobes hook (2/3)
+            "python_frames": "off: --probes psutil samples no stacks" if opts.psutil_only
+                             else python_frames_status(opts.command, opts.python_frames, self.user),
         } | self.work.meta()
         writer = RecordingWriter(opts.output, meta, owner)
         status = StatusLine(quiet=opts.quiet)
@@ -180,7 +185,8 @@ class Recorder:
             return self._stopped_before_start(sig, writer)
         start = time.time()
         try:
-            child = self.work.start(self.user, opts.term_after_s, opts.kill_after_s)
+            child = self.work.start(self.user, opts.term_after_s, opts.kill_after_s,
+                                    env_extra=PYTHON_ENV if opts.python_frames and not opts.psutil_only else None)
         except UserError:
             writer.close(end_time=time.time(), exit_code=None, complete=True, error="command failed to start")
             raise

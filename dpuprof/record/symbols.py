@@ -14,6 +14,8 @@ import bisect
 import os
 import re
 
+from dpuprof.record.perfmap import PerfMap, frame_name, read_code, return_offset
+
 UNKNOWN = "[unknown]"
 UNRESOLVED = "[unresolved]"  # symbol not looked up: module only
 # bcc loads a module's whole symbol table per process: for libtorch_cpu.so (400 MB) in six
@@ -70,9 +72,14 @@ class ProcessMaps:
         return True
 
     def lookup(self, addr: int) -> str | None:
+        entry = self.mapping(addr)
+        return entry[2] if entry else None
+
+    def mapping(self, addr: int) -> tuple[int, int, str] | None:
+        """(start, end, path) of the executable mapping holding ``addr``."""
         i = bisect.bisect_right(self.starts, addr) - 1
         if i >= 0 and addr < self.entries[i][1]:
-            return self.entries[i][2]
+            return self.entries[i]
         return None
 
 
@@ -94,6 +101,9 @@ class Symbolizer:
         self._generation = 0
         self._module_size: dict[str, int] = {}
         self._reloaded: dict[int, int] = {}  # pid -> generation of its last maps reload
+        self._perfmaps: dict[int, PerfMap] = {}  # pid -> its /tmp/perf-PID.map (Python frames)
+        self._perfmap_read: dict[int, int] = {}  # pid -> generation of its last perf map read
+        self._arena: dict[int, tuple[int, int, int, int]] = {}  # pid -> python_range()
 
     def new_generation(self) -> None:
         """Start a drain: each process's map may be re-read at most once per generation, since
@@ -132,6 +142,12 @@ class Symbolizer:
                     self._drop_symcache(pid)  # a new mapping: bcc's view of this process is stale
         if path is None:
             return UNKNOWN
+        if not path and symbols:
+            # Anonymous code: a CPython trampoline when the interpreter keeps frame pointers and
+            # the walk itself reaches it (then drain.py skips the stack scan's frames).
+            py = self.python(pid, addr)
+            if py is not None:
+                return py
         label = clean(module_label(path)).replace("(", "[").replace(")", "]")
         name = None
         if not symbols or self._too_big(path):
@@ -143,6 +159,49 @@ class Symbolizer:
                 name = None
         sym = clean(name.decode("utf-8", "replace")) if name else UNKNOWN
         return f"{sym} ({label})"
+
+    def _perfmap(self, pid: int) -> PerfMap:
+        """``pid``'s perf map, with what was appended since the last read read in, at most once
+        per generation (the interpreter appends a line per function as it is first called)."""
+        pm = self._perfmaps.get(pid)
+        if pm is None:
+            pm = self._perfmaps[pid] = PerfMap(pid)
+        if self._perfmap_read.get(pid) != self._generation:
+            self._perfmap_read[pid] = self._generation
+            pm.refresh()
+        return pm
+
+    def python_range(self, pid: int) -> tuple[int, int, int, int] | None:
+        """``pid``'s first trampoline arena as (start, end, stride, return offset), for
+        the probe's stack scan (probes/cpu_sample.bpf.c); None while it has none (no perf map:
+        not CPython >= 3.12 with its perf trampoline on, or nothing called yet). CPython fills a
+        64 KiB arena (~6000 functions) before it maps another; later arenas are not scanned."""
+        pm = self._perfmap(pid)
+        if pm.first is None:
+            return None
+        arena = self._arena.get(pid)
+        if arena is None:
+            start, size = pm.first
+            maps = self._maps.get(pid) or self._maps.setdefault(pid, ProcessMaps(pid))
+            mapping = maps.mapping(start)
+            if mapping is None and maps.reload():
+                mapping = maps.mapping(start)
+            ret = return_offset(read_code(pid, start, size))
+            if mapping is None or ret is None:
+                return None
+            arena = self._arena[pid] = (mapping[0], mapping[1], pm.stride(), ret)
+        return arena
+
+    def python(self, pid: int, addr: int) -> str | None:
+        """``"py::function:/path/file.py (perf-map)"`` for a return address ``addr`` into one of
+        ``pid``'s Python trampolines, or None when it is inside none (a stale or unrelated word
+        found by the stack scan, see probes/cpu_sample.bpf.c)."""
+        pm = self._perfmaps.get(pid)
+        name = pm.return_name(addr) if pm is not None else None
+        if name is None:
+            pm = self._perfmap(pid)  # a function first called since the last read
+            name = pm.return_name(addr)
+        return frame_name(name) if name is not None else None
 
     def _too_big(self, path: str) -> bool:
         size = self._module_size.get(path)
@@ -170,4 +229,7 @@ class Symbolizer:
         for pid in pids:
             self._maps.pop(pid, None)
             self._reloaded.pop(pid, None)
+            self._perfmaps.pop(pid, None)
+            self._perfmap_read.pop(pid, None)
+            self._arena.pop(pid, None)
             self._drop_symcache(pid)

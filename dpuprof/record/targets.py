@@ -183,12 +183,14 @@ class Workload:
         if self.target.cgroup:
             self.cgroup_path = cgroup_dir(self.target.cgroup)
 
-    def start(self, user, term_after_s: float, kill_after_s: float):
-        """Launch the command (``child.Child``) or start watching (``Watched``)."""
+    def start(self, user, term_after_s: float, kill_after_s: float, env_extra: dict | None = None):
+        """Launch the command (``child.Child``, ``env_extra`` added to its environment) or start
+        watching (``Watched``)."""
         from dpuprof.record import child as childmod
 
         if self.target.command:
-            self.child = childmod.Child(list(self.target.command), user, term_after_s, kill_after_s)
+            self.child = childmod.Child(list(self.target.command), user, term_after_s, kill_after_s,
+                                        env_extra=env_extra)
             self.roots = {self.child.pid: 0}
             return self.child
         if self.cgroup_path:

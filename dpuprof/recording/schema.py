@@ -11,8 +11,8 @@ consistent up to its last committed interval.
   exit_code, mode ("bpf" or "psutil"), sample_freq_hz, interval_s, probes_used (list),
   probes_unavailable ({probe: reason}), category_split (bool), root_pid, recorder_pid, user, gpu,
   rules_sha256 (of the classification rules used), uprobes ({target: "attached" or why not}),
-  uprobes_paths ({target: [files attached]}),
-  rules_sha256 (of the classification rules used), workload ("command", "attach", "cgroup" or
+  uprobes_paths ({target: [files attached]}), python_frames (one line: whether .py frames can
+  appear in stacks, or why not; docs/python-frames.md), workload ("command", "attach", "cgroup" or
   "system-wide": what in_workload marks), system_wide (bool, -a), duration_s (the --duration
   window or null), attached ([{pid, comm, cmdline}] of -p), cgroup (the --cgroup directory),
   stop_reason ("command exited", "workload exited", "duration" or "stopped").
