@@ -54,6 +54,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--out", default=None, help="where VALIDATION.md and validation.json go (default: "
                    "benchmarks/ for the full matrix, else a temp dir)")
     p.add_argument("--keep-scratch", action="store_true", help="keep the temp dir (shards, recordings)")
+    p.add_argument("--reproject", metavar="VALIDATION_JSON", default=None,
+                   help="re-evaluate the model of a finished run on its kept baseline recordings "
+                        "(run with --keep-scratch) with this checkout's dpuprof; the measurements stay")
     a = p.parse_args(argv)
     a.pairs = a.pairs or (3 if a.quick else 5)
     a.duration = a.duration or (4.0 if a.quick else 9.5)
@@ -84,8 +87,30 @@ def load_verdict(args, load1: float) -> str | None:
     return None
 
 
+def reproject(args) -> int:
+    """--reproject: the same measurements, the model of this checkout (see session.reproject)."""
+    import json
+
+    path = Path(args.reproject)
+    doc = json.loads(path.read_text())
+    by_id = {c.id: c for c in cells.CELLS + cells.ENGINE_CELLS}
+    scratch = Path(doc["scratch"])
+    opts = runner.RunOptions(doc["settings"]["duration_s"], doc["settings"]["warmup_s"], scratch / "data", scratch)
+    for out in doc["cells"]:
+        if out["id"] in by_id:
+            say(f"re-projecting {out['id']}")
+            session.reproject(by_id[out["id"]], out, opts, doc["settings"]["seed"])
+    doc["reprojected"] = {"at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                          "commit": session.machine()["commit"]}
+    md, js = report.write(doc, path.parent)
+    say(f"wrote {md} and {js}")
+    return 0
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.reproject:
+        return reproject(args)
     before = runner.loadavg()
     verdict = load_verdict(args, before[0])
     if verdict is None:

@@ -56,16 +56,23 @@ def test_loader_bound_job_follows_the_loader():
 
 
 def test_cpu_contended_runqueue_shrinks_with_competitors_freed_share():
-    # 2 CPUs busy 20 s in 10 s; the rank: 4 s on CPU, 4 s in the run queue, 2 s other.
-    # 5 s freed elsewhere: c = 5 / (20 - 4); P' = 4 + 4 (1 - c) + 2; K' = (20 - 5) / 2
+    # 2 CPUs busy 20 s in 10 s (saturated: K = 10 = P); the rank: 4 s on CPU, 4 s in the run queue,
+    # 2 s other. 5 s freed elsewhere: utilisation 1 -> 0.75 all but empties the run queue, and on a
+    # saturated host the job cannot beat the capacity bound K' = (20 - 5) / 2 = 7.5 s.
     r = rank(4.0, runq=4.0)
     s = critical_path.speedup(job([r], busy=20.0, freed=5.0))
-    c = 5 / 16
-    assert s["expected"] == pytest.approx(10 / max(4 + 4 * (1 - c) + 2, 7.5))
+    assert s["expected"] == pytest.approx(10 / 7.5)
     assert s["regime"] == "cpu-contended"
-    # high: each freed competitor second returns a second of run-queue delay: P' = 4 + 0 + 2 -> K' binds
-    assert s["high"] == pytest.approx(10 / 7.5)
+    assert s["high"] == pytest.approx(10 / 7.5)  # the capacity bound: nothing can beat it
     assert s["low"] == pytest.approx(1.0)
+
+
+def test_unsaturated_runqueue_shrinks_as_a_queue_does():
+    # 4 CPUs: K = 20 / 4 = 5 < P = 10 (not saturated). Utilisation 0.5 -> 0.375: the run-queue delay
+    # scales by q(0.375) / q(0.5) = 0.6 / 1.0, so R' = 2.4 s
+    r = rank(4.0, runq=4.0)
+    s = critical_path.speedup(job([r], cpus=4, busy=20.0, freed=5.0))
+    assert s["expected"] == pytest.approx(10 / (4 + 4 * 0.6 + 2))
 
 
 def test_gpu_bound_job_cannot_gain():

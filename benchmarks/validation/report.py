@@ -122,6 +122,10 @@ def markdown(doc: dict) -> str:
              f"(threshold {doc['settings']['max_load']}; {doc['load_verdict']})",
              f"- command: `{doc['command']}`; $SCRATCH below is its temp dir ({doc.get('scratch')}, removed "
              "at the end)",
+             *([f"- model re-evaluated on the same baseline recordings at {doc['reprojected']['at']} with "
+                f"dpuprof commit {doc['reprojected']['commit']} (`--reproject`): the measurements are the "
+                "run's own; the first run's model numbers are under \"Model revisions\" below"]
+               if doc.get("reprojected") else []),
              f"- settings: {doc['settings']['pairs']} interleaved pairs per cell (random order per pair, "
              f"seed {doc['settings']['seed']}), runs of {doc['settings']['duration_s']:g} s with the first "
              f"{doc['settings']['warmup_s']:g} s excluded (steady steps/s), bootstrap 95 % CI of the median "
@@ -140,7 +144,25 @@ def markdown(doc: dict) -> str:
               "## Cells", ""]
     for c in doc["cells"]:
         lines += cell_section(c)
+    lines += revisions(doc["cells"])
     return "\n".join(lines).rstrip() + "\n"
+
+
+def revisions(cells: list[dict]) -> list[str]:
+    """The model's numbers at the first run beside the re-evaluated ones, for cells that have both."""
+    rows = [c for c in cells if c.get("model_first_run")]
+    if not rows:
+        return []
+    out = ["## Model revisions", "",
+           "The model as it projected during the run, and as re-evaluated on the same recordings:", "",
+           "| cell | measured | first-run expected [low, high] | re-evaluated expected [low, high] |",
+           "|---|---:|---:|---:|"]
+    for c in rows:
+        a, b = c["model_first_run"], c["model"]
+        out.append(f"| {c['id']} | {_f(c['measured']['median'])} | {_f(a.get('expected'))} "
+                   f"[{_f(a.get('low'))}, {_f(a.get('high'))}] | {_f(b.get('expected'))} "
+                   f"[{_f(b.get('low'))}, {_f(b.get('high'))}] |")
+    return out + [""]
 
 
 def write(doc: dict, out_dir: Path) -> tuple[Path, Path]:

@@ -56,6 +56,12 @@ def _model(cell: Cell, out: dict, opts: runner.RunOptions) -> dict:
         out["notes"].append("not root: the baseline was not recorded, the model is not judged")
         return {}
     out["record"] = runner.record(cell, opts)
+    return project_recorded(cell, out, opts)
+
+
+def project_recorded(cell: Cell, out: dict, opts: runner.RunOptions) -> dict:
+    """Project the baseline recording ``out["record"]["rec"]`` (appending to ``out["projections"]``)
+    and return the model's numbers."""
     first = runner.project(cell, out["record"]["rec"], opts)
     out["projections"].append(first)
     proj = first["projection"]
@@ -98,3 +104,16 @@ def run_cell(cell: Cell, opts: runner.RunOptions, n_pairs: int, rng: random.Rand
         say(f"[{cell.id}] FAILED: {err}")
     out["load_after"] = runner.loadavg()
     return out
+
+
+def reproject(cell: Cell, out: dict, opts: runner.RunOptions, seed: int) -> None:
+    """Re-evaluate the model of an already measured cell on its kept baseline recording, with the
+    dpuprof of this checkout: the measurement is unchanged, the first run's model numbers are kept in
+    ``model_first_run``."""
+    if "record" not in out or "measured" not in out:
+        return
+    out.setdefault("model_first_run", out.get("model"))
+    out["projections"] = []
+    out["notes"] = [n for n in out["notes"] if not n.startswith("engine cell:")]
+    out["model"] = project_recorded(cell, out, opts)
+    out["judged"] = judge(out["measured"]["median"], out["measured"], out["model"], placebo=cell.category is None)

@@ -6,8 +6,9 @@ bounds limit how fast the job can go; the binding one is the regime:
 
 - **rank path** ``P = D - B_loader``: the rank's own work, its waits for a CPU and for its peers.
   Work the offload frees on the rank thread itself (``F_m``, *inline*) comes straight off it; the
-  run-queue delay shrinks with the CPU freed from the threads it competes with
-  (``R' = R (1 - c)``, ``c`` = freed share of everyone else's CPU); waits on peers shrink with the
+  run-queue delay shrinks as a queue's wait does when the host's utilisation drops
+  (``R' = R q(rho') / q(rho)``, ``q(rho) = rho / (1 - rho)``; on a saturated host at most the gap
+  between the capacity bound and the rest of the path); waits on peers shrink with the
   network work freed and with the peers' own path (``B_peer' = B_peer (1 - f_net) s``).
 - **loader** ``L = max over loaders of busy``: a rank cannot consume batches faster than its
   DataLoader workers make them. A worker's busy time loses its freed CPU and its share of the
@@ -46,11 +47,21 @@ def _freed(x: float, sd: float, case: str, cap: float) -> float:
     return min(max(0.0, x), cap)
 
 
-def _contention(job: JobPaths, r: RankThread, case: str) -> tuple[float, float]:
-    """(c, F_comp): freed share of the CPU everyone but ``r`` used, and that CPU in seconds.
+def _queue(rho: float) -> float:
+    """rho / (1 - rho): how a queue's waiting time grows with utilisation (M/M/1), capped near 1."""
+    rho = min(max(rho, 0.0), 0.999)
+    return rho / (1.0 - rho)
 
-    ``low`` assumes no contention relief; ``high`` takes the most freed host CPU with the rank's
-    own freed CPU at its expected value, so that F_comp(high) >= F_comp(expected).
+
+def _contention(job: JobPaths, r: RankThread, case: str) -> tuple[float, float]:
+    """(c, F_comp): the share of run-queue delay the offload removes, and the CPU freed from
+    everyone but ``r`` in seconds.
+
+    Run-queue delay grows with the host's utilisation rho = busy / (cpu_count x window) as a queue
+    does, rho / (1 - rho) (M/M/1): so c = 1 - q(rho') / q(rho), with rho' the utilisation left
+    after the offload over the same window (the job getting faster only raises it again, so this
+    errs low). ``low`` assumes no relief; ``high`` takes the most freed host CPU, and F_comp with the
+    rank's own freed CPU at its expected value, so that F_comp(high) >= F_comp(expected).
     """
     if case == "low":
         return 0.0, 0.0
@@ -58,7 +69,10 @@ def _contention(job: JobPaths, r: RankThread, case: str) -> tuple[float, float]:
     f_m = min(max(0.0, r.freed_s), r.on_cpu_s)
     others = max(1e-9, job.host_busy_s - r.on_cpu_s)
     f_comp = min(others, max(0.0, f_host - f_m))
-    return f_comp / others, f_comp
+    cap = max(1e-9, job.cpu_count * job.window.length_s)
+    q0 = _queue(job.host_busy_s / cap)
+    c = 0.0 if q0 <= 0 else 1.0 - _queue((job.host_busy_s - f_host) / cap) / q0
+    return min(1.0, max(0.0, c)), f_comp
 
 
 def _core(r: RankThread, case: str, job: JobPaths) -> tuple[float, float]:
@@ -81,27 +95,38 @@ def _loader_after(ld: Loader, case: str, c: float, f_comp: float) -> float:
 
 
 def _bounds(job: JobPaths, case: str) -> tuple[dict, dict]:
-    """Bounds (seconds) before and after for ``case``: keys rank, loader, capacity, gpu."""
+    """Bounds (seconds) before and after for ``case``: keys rank, loader, capacity, gpu.
+
+    On a saturated host (the capacity bound binds before the offload) a rank's run-queue delay is
+    the gap between the capacity bound and its contention-free path (D = K = P0 + R), so after the
+    offload it is at most that gap again: ``R' <= max(0, K' - P0')``, and the rank path becomes
+    ``max(P0', K')`` where the linear relief ``R (1 - c)`` would leave more.
+    """
     before = {"rank": 0.0, "loader": 0.0, "capacity": job.host_busy_s / max(1, job.cpu_count), "gpu": 0.0}
+    for r in job.ranks:
+        before["rank"] = max(before["rank"], r.wall_s - r.wait_s["loader"])
+        mine = [ld.busy_s for ld in job.loaders if ld.rank_pid == r.pid]
+        before["loader"] = max([before["loader"], *mine])
+    saturated = before["capacity"] >= SATURATED * max(before["rank"], before["loader"])
     after = dict(before)
     f_host = _freed(job.host_freed_s, job.host_freed_sd_s, case, job.host_busy_s)
     if case != "low":
         after["capacity"] = (job.host_busy_s - f_host) / max(1, job.cpu_count)
+    after["rank"] = after["loader"] = 0.0
     cores = {r.pid: _core(r, case, job) for r in job.ranks}
     shrink = [a / max(1e-9, b) for b, a in cores.values()]
     peer_scale = sum(shrink) / len(shrink) if shrink and case != "low" else 1.0
     f_net = 0.0 if case == "low" else job.net_freed_fraction
     for r in job.ranks:
-        core_after = cores[r.pid][1]
         c, f_comp = _contention(job, r, case)
-        rest = r.wait_s["io"] + r.wait_s["other"]
-        p = r.wall_s - r.wait_s["loader"]
-        p_after = core_after + r.wait_s["peer"] * (1.0 - f_net) * peer_scale + rest
+        w_after = r.on_cpu_s - _freed(r.freed_s, r.freed_sd_s, case, r.on_cpu_s)
+        rq = cores[r.pid][1] - w_after
+        p0_after = w_after + r.wait_s["peer"] * (1.0 - f_net) * peer_scale + r.wait_s["io"] + r.wait_s["other"]
+        if saturated and case != "low":
+            rq = min(rq, max(0.0, after["capacity"] - p0_after))
+        after["rank"] = max(after["rank"], p0_after + rq)
         mine = [ld for ld in job.loaders if ld.rank_pid == r.pid]
-        before["rank"] = max(before["rank"], p)
-        after["rank"] = max(after["rank"], p_after)
         if mine:
-            before["loader"] = max(before["loader"], max(ld.busy_s for ld in mine))
             after["loader"] = max(after["loader"], max(_loader_after(ld, case, c, f_comp) for ld in mine))
     if job.gpu_busy is not None:
         before["gpu"] = after["gpu"] = job.gpu_busy * job.window.length_s
