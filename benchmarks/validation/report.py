@@ -145,6 +145,9 @@ def markdown(doc: dict) -> str:
     for c in doc["cells"]:
         lines += cell_section(c)
     lines += revisions(doc["cells"])
+    analysis = Path(__file__).with_name("ANALYSIS.md")  # the hand-written analysis of the last run
+    if analysis.exists():
+        lines += ["", analysis.read_text().rstrip(), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
