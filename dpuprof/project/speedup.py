@@ -17,9 +17,10 @@ from dpuprof.project.inputs import ProjectionInput
 ASSUMPTIONS = [
     "expected: the critical path of the ranks' main threads over the steady window; the binding bound "
     "(rank path, DataLoader loader, host CPU capacity, GPU) is the regime",
-    "the rank path loses the freed CPU that ran on the rank thread itself; its run-queue delay shrinks "
-    "with the freed share of the CPU of the threads it competes with; its waits on peers shrink with the "
-    "network work freed and with the peers' own path",
+    "the rank path loses the freed CPU that ran on the rank thread itself; its run-queue delay shrinks as a "
+    "queue's wait does when the host's utilisation drops (rho / (1 - rho)), and on a saturated host to the "
+    "gap the capacity bound leaves; its waits on peers shrink with the network work freed and with the "
+    "peers' own path",
     "a loader bounds the step only if it is busy when the rank waits on it; a worker with slack gains nothing",
     "low: the freed CPU two sampling standard deviations smaller, and only the freed work itself gets shorter; "
     "high: two standard deviations larger, every freed competitor CPU-second returns a second of "
@@ -49,4 +50,4 @@ def job_speedup(inp: ProjectionInput, dem: pd.DataFrame, rows: pd.DataFrame,
                 "freed CPU of other processes; neither is a bound",
                 "bounds": None, "evidence": None, "assumptions": proxy["assumptions"]}
     cp = critical_path.speedup(job)
-    return {**base, **cp, "assumptions": ASSUMPTIONS + [f"window: {win.how}"]}
+    return {**base, **cp, "assumptions": ASSUMPTIONS}
