@@ -125,16 +125,21 @@ class SampleDrainer:
                 pass
         return entries
 
-    def _push_python_ranges(self, workload: set[int]) -> None:
+    def _push_python_ranges(self, workload, sampled: set[int]) -> None:
         """Write each workload process's trampoline range to py_ranges when it changed; drop
-        processes that exited."""
+        processes that exited. ``workload`` may contain every pid (``-a``) without being
+        iterable: then the processes sampled this interval are the candidates."""
         for pid in [p for p in self.py_pushed if p not in workload or not os.path.exists(f"/proc/{p}")]:
             self.py_pushed.pop(pid)
             try:
                 del self.py_ranges[self.py_ranges.Key(pid)]
             except KeyError:
                 pass
-        for pid in workload:
+        try:
+            candidates = set(workload)
+        except TypeError:
+            candidates = set()
+        for pid in candidates | {p for p in sampled if p in workload}:
             rng = self.sym.python_range(pid)
             if rng is not None and self.py_pushed.get(pid) != rng:
                 self.py_ranges[self.py_ranges.Key(pid)] = self.py_ranges.Leaf(*rng)
@@ -164,7 +169,7 @@ class SampleDrainer:
         run = self.run_cum.deltas({k.value: (v.value,) for k, v in self.run_ns.items()})
         self.sym.new_generation()
         if self.python_frames:
-            self._push_python_ranges(workload)
+            self._push_python_ranges(workload, {k.tgid for k, _ in entries})
         entries.sort(key=lambda kv: kv[0].tgid not in workload)
         old = 1 - self.buf
         cpu: Counter = Counter()
