@@ -22,7 +22,7 @@ def test_cause_round_trip(tmp_path):
 
 
 def test_v1_fixture_reads_cause_empty(fixture_copy):
-    path = fixture_copy("ddp-plain")
+    path = fixture_copy("ddp-plain-v1")
     with sqlite3.connect(path) as db:
         cols = {r[1] for r in db.execute("PRAGMA table_info(stacks)")}
         version = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
