@@ -115,3 +115,23 @@ def summary_of(path) -> dict:
     from dpuprof.recording.summary import summarize
 
     return summarize(load(path))
+
+
+def wait_for_intervals(path, n: int, proc=None, timeout: float = 90.0) -> int:
+    """Wait until the recording at ``path`` has committed ``n`` intervals (the recorder's start-up,
+    bcc's compile, takes seconds and more under load: tests that stop a recorder at a moment wait
+    for this, not for a fixed time). Returns the count seen; stops early if ``proc`` exited."""
+    import sqlite3
+    import time
+
+    deadline, seen = time.time() + timeout, 0
+    while time.time() < deadline and (proc is None or proc.poll() is None):
+        try:
+            with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=0.2) as db:
+                seen = db.execute("SELECT count(*) FROM intervals").fetchone()[0]
+        except sqlite3.Error:
+            seen = seen
+        if seen >= n:
+            return seen
+        time.sleep(0.2)
+    return seen

@@ -29,7 +29,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import PYTHON, dpuprof, summary_of
+from conftest import PYTHON, dpuprof, summary_of, wait_for_intervals
 from dpuprof.recording import load
 
 pytestmark = pytest.mark.root
@@ -140,7 +140,7 @@ def test_stop_signal_at_random_moments(tmp_path):
 def test_kill_9_report_says_cut_short(tmp_path):
     out = tmp_path / "k9.rec"
     proc = _start(out, "sleep", "30")
-    time.sleep(5)
+    wait_for_intervals(out, 3, proc)
     proc.kill()
     proc.wait()
     _reap_root_pid(out)

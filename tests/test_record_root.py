@@ -12,12 +12,11 @@ import signal
 import stat
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import PYTHON, WORKLOADS, dpuprof, last_json_line, summary_of
+from conftest import PYTHON, WORKLOADS, dpuprof, last_json_line, summary_of, wait_for_intervals
 
 pytestmark = pytest.mark.root
 
@@ -121,7 +120,7 @@ def test_sigint_forwarded_and_recording_valid(tmp_path):
     out = tmp_path / "int.rec"
     rec = subprocess.Popen([PYTHON, "-m", "dpuprof", "record", "-q", "-o", out, "--", "sleep", "30"],
                            stderr=subprocess.PIPE, text=True)
-    time.sleep(4)
+    wait_for_intervals(out, 2, rec)
     rec.send_signal(signal.SIGINT)  # like `kill -INT` from a job scheduler: must be forwarded
     rc = rec.wait(timeout=30)
     assert rc == 128 + signal.SIGINT
@@ -133,7 +132,7 @@ def test_sigint_forwarded_and_recording_valid(tmp_path):
 def test_kill_9_keeps_everything_up_to_the_last_interval(tmp_path):
     out = tmp_path / "k9.rec"
     rec = subprocess.Popen([PYTHON, "-m", "dpuprof", "record", "-q", "-o", out, "--", "sleep", "30"])
-    time.sleep(5)
+    wait_for_intervals(out, 3, rec)
     rec.kill()
     rec.wait()
     subprocess.run(["pkill", "-f", "^sleep 30$"], check=False)
