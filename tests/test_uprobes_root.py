@@ -23,7 +23,7 @@ N_ALLREDUCE, K_FLOATS, STEPS = 50, 65536, 5
 
 def _record(tmp_path, name, *cmd):
     out = tmp_path / f"{name}.rec"
-    proc = dpuprof("record", "-q", "-o", out, "--", PYTHON, *cmd, timeout=180)
+    proc = dpuprof("record", "-q", "--codec-uprobes", "-o", out, "--", PYTHON, *cmd, timeout=180)
     assert proc.returncode == 0, proc.stderr
     return sqlite3.connect(out), last_json_line(proc.stdout)
 
@@ -100,7 +100,7 @@ print('{"calls": %d}' % n)
 def test_a_target_called_too_often_is_detached_and_says_why(tmp_path):
     out = tmp_path / "hot.rec"
     env = dict(os.environ, DPUPROF_UPROBE_MAX_HZ="500")
-    proc = dpuprof("record", "-q", "-o", out, "--", PYTHON, "-c", HOT_LOOP, "3.5", env=env, timeout=180)
+    proc = dpuprof("record", "-q", "--codec-uprobes", "-o", out, "--", PYTHON, "-c", HOT_LOOP, "3.5", env=env, timeout=180)
     assert proc.returncode == 0, proc.stderr
     db = sqlite3.connect(out)
     status = _meta(db, "uprobes")
@@ -130,7 +130,7 @@ def test_a_library_found_only_in_the_workload_maps_is_attached_when_loaded(tmp_p
     shutil.copy(system, copy)
     out = tmp_path / "copy.rec"
     env = dict(os.environ, CODEC_LIBCRYPTO=str(copy))
-    proc = dpuprof("record", "-q", "-o", out, "--", PYTHON, WORKLOADS / "codec_known.py", 60, env=env, timeout=180)
+    proc = dpuprof("record", "-q", "--codec-uprobes", "-o", out, "--", PYTHON, WORKLOADS / "codec_known.py", 60, env=env, timeout=180)
     assert proc.returncode == 0, proc.stderr
     db = sqlite3.connect(out)
     paths = _meta(db, "uprobes_paths")

@@ -138,7 +138,7 @@ def record(cell: Cell, opts: RunOptions) -> dict:
     """Record the baseline once: ``python3 -m dpuprof record -o CELL.rec -q -- <A>``.
     Returns {"command", "rec", "result" (the baseline's JSON under the recorder), "wall_s"}."""
     rec = opts.scratch / f"{cell.id}.rec"
-    cmd = [PYTHON, "-m", "dpuprof", "record", "-o", str(rec), "-q", "--", *opts.train_cmd(cell, "a")]
+    cmd = [PYTHON, "-m", "dpuprof", "record", "--codec-uprobes", "-o", str(rec), "-q", "--", *opts.train_cmd(cell, "a")]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=opts.duration_s + 600, env=env(),
                           cwd=ROOT)

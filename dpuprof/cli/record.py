@@ -82,12 +82,16 @@ Examples:
               "is still running this long after.")
 @click.option("--kill-after", "kill_after_s", default=KILL_AFTER_S, show_default=True, type=click.FloatRange(0, 3600),
               metavar="SECONDS", help="Then send SIGKILL if it is still running this long after the SIGTERM.")
+@click.option("--codec-uprobes", "codec_uprobes", is_flag=True,
+              help="Also count bytes per cipher and codec call (OpenSSL EVP_*Update, zlib inflate/deflate) "
+                   "with uprobes, for measured host rates and compress/decompress direction. Each call is a "
+                   "trap (6-8 us): for jobs that make at most thousands a second.")
 @click.option("--no-python-frames", "no_python_frames", is_flag=True,
               help="Do not set PYTHONPERFSUPPORT=1 for COMMAND (CPython >= 3.12's perf trampoline, which "
                    "gives .py frames; the interpreter then writes /tmp/perf-PID.map, left in place).")
 @click.argument("command", nargs=-1, required=False, type=click.UNPROCESSED)
 def record(output, pids, system_wide, cgroup, duration_s, freq_hz, interval_s, probes, rules, quiet, as_root,
-           term_after_s, kill_after_s, no_python_frames, command):
+           term_after_s, kill_after_s, codec_uprobes, no_python_frames, command):
     """Run COMMAND (or attach with -p, --cgroup, -a) and record host CPU by category (network,
     storage, crypto, compression, compute, kernel_other), bytes moved and IO counts.
 
@@ -132,5 +136,6 @@ def record(output, pids, system_wide, cgroup, duration_s, freq_hz, interval_s, p
     opts = Options(command=list(command), target=target, output=Path(output), freq_hz=freq_hz, interval_s=interval_s,
                    probes=[] if names == ["all"] or psutil_only else names, psutil_only=psutil_only,
                    quiet=quiet, as_root=as_root, term_after_s=term_after_s, kill_after_s=kill_after_s,
-                   rules=Path(rules) if rules is not None else None, python_frames=not no_python_frames)
+                   rules=Path(rules) if rules is not None else None, python_frames=not no_python_frames,
+                   codec_uprobes=codec_uprobes)
     sys.exit(run_record(opts))

@@ -45,6 +45,7 @@ class Options:
     target: Target | None = None  # what the workload is (None: ``command``); see targets.py
     rules: Path | None = None  # --rules FILE: tried before the built-in rules.toml
     python_frames: bool = True  # CPython >= 3.12's perf trampoline on (record/perfmap.py)
+    codec_uprobes: bool = False  # uprobes on cipher/codec calls too (record/uprobes.py CODEC_PREFIXES)
 
 
 class DiskFull(UserError):
@@ -113,7 +114,7 @@ class Recorder:
         self.lost = LostDrainer(bpf, used)
         if "uprobes" in used:  # uprobes hook (1/3)
             from dpuprof.record import uprobes
-            self.uprobes = uprobes.start(bpf, os.getpid())
+            self.uprobes = uprobes.start(bpf, os.getpid(), codecs=self.opts.codec_uprobes)
             self.work.also_seed.append((bpf["wl"], 1))  # attached trees are uprobe members too
 
     def _check_prerequisites(self):

@@ -97,9 +97,16 @@ def mapped_files(maps_text: str) -> set[str]:
     return out
 
 
-def match_targets(paths: set[str]) -> list[tuple[Target, str]]:
-    """(target, path) for every target whose library is among ``paths``."""
-    return [(t, p) for t in TARGETS for p in sorted(paths) if re.search(t.lib_re, p)]
+def match_targets(paths: set[str], targets=TARGETS) -> list[tuple[Target, str]]:
+    """(target, path) for every one of ``targets`` whose library is among ``paths``."""
+    return [(t, p) for t in targets for p in sorted(paths) if re.search(t.lib_re, p)]
+
+
+#: Cipher and codec calls can run at hundreds of thousands a second (``openssl speed``: each a
+#: trap), and a target is only detached for being hot at the next drain; so they are attached on
+#: request (``record --codec-uprobes``). Collectives and steps run at most thousands a second.
+CODEC_PREFIXES = ("libz:", "libcrypto:", "cryptography_rust:")
+CODECS_OFF = "off: not requested (dpuprof record --codec-uprobes; each call is a trap)"
 
 
 def clock_offset_s() -> float:
@@ -124,12 +131,14 @@ class UprobeSession:
     duration_ns is wall time from entry to return, cpu_ns the calling thread's on-CPU time in it.
     """
 
-    def __init__(self, bpf, recorder_pid: int):
-        """``bpf``: a loaded bcc BPF object holding probes/uprobes.bpf.c (alone or with others)."""
+    def __init__(self, bpf, recorder_pid: int, codecs: bool = False):
+        """``bpf``: a loaded bcc BPF object holding probes/uprobes.bpf.c (alone or with others);
+        ``codecs``: also the cipher and codec targets (CODEC_PREFIXES)."""
         self.bpf = bpf
+        self.targets = tuple(t for t in TARGETS if codecs or not t.name.startswith(CODEC_PREFIXES))
         self.bpf["wl"][ct.c_uint32(recorder_pid)] = ct.c_uint32(2)  # followed, not counted
         self.offset_s = clock_offset_s()
-        self.status: dict[str, str] = {t.name: NOT_LOADED for t in TARGETS}
+        self.status: dict[str, str] = {t.name: NOT_LOADED if t in self.targets else CODECS_OFF for t in TARGETS}
         self.paths: dict[str, list[str]] = {}  # target name -> files it is attached to
         self.limit_hz = max_hits_per_s()
         self.last_drain = time.monotonic()
@@ -166,7 +175,7 @@ class UprobeSession:
         new = paths - self.tried_paths
         self.tried_paths |= new
         changed = False
-        for target, path in match_targets(self._new_files(new)):
+        for target, path in match_targets(self._new_files(new), self.targets):
             if self.status[target.name].startswith(DETACHED):
                 continue  # too hot: stays off
             result = self._attach(target, path)
@@ -214,7 +223,7 @@ class UprobeSession:
         hits = {slot: n for slot, (n,) in self.cum["hits"].deltas(cur).items()}
         hot = over_limit(hits, elapsed, self.limit_hz)
         changed = False
-        for target in TARGETS:
+        for target in self.targets:
             if target.slot not in hot or target.name not in self.paths:
                 continue
             for path in self.paths.pop(target.name):
@@ -269,10 +278,10 @@ class UprobeSession:
 
 
 
-def start(bpf, recorder_pid: int) -> UprobeSession:
+def start(bpf, recorder_pid: int, codecs: bool = False) -> UprobeSession:
     """A session over ``bpf`` (which holds the uprobes program), with the libraries findable now
-    already attached (``known_paths``)."""
-    session = UprobeSession(bpf, recorder_pid)
+    already attached (``known_paths``); ``codecs``: the cipher and codec targets too."""
+    session = UprobeSession(bpf, recorder_pid, codecs)
     session.attach_paths(known_paths())
     return session
 
