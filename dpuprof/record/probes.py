@@ -143,12 +143,6 @@ def _kernel_btf():
     return Btf.load()
 
 
-@lru_cache(maxsize=4)
-def _cached_support(support) -> bool:
-    """bcc's support_raw_tracepoint resolves kernel symbols (about 0.3 s): once per process."""
-    return bool(support())
-
-
 def raw_defines(probe: Probe, bpf_cls) -> tuple[str | None, str]:
     """(``#define`` lines selecting ``probe``'s raw-tracepoint version, "") when it can be used
     here; (None, why not) otherwise, and always for a probe without one."""
@@ -159,7 +153,7 @@ def raw_defines(probe: Probe, bpf_cls) -> tuple[str | None, str]:
     if os.environ.get(NO_RAW_TP_ENV, "") not in ("", "0"):
         return None, f"{NO_RAW_TP_ENV} is set"
     support = getattr(bpf_cls, "support_raw_tracepoint", None)
-    if support is not None and not _cached_support(support):
+    if support is not None and not support():
         return None, "this kernel has no raw tracepoints"
     lines = [f"#define {probe.raw.define} 1"]
     try:
