@@ -54,7 +54,7 @@ class Run:
 
     # -- DataFrames
     def _times(self):
-        from dpuprof.render.model import _intervals
+        from dpuprof.render.view import _intervals
 
         iv = _intervals(self.recording)
         return iv[["t_start", "t_end", "t_s"]].reset_index()
@@ -80,7 +80,7 @@ class Run:
         the process frame the reports put on top). Idle and the recorder's own process are left out,
         as in every flame graph, so ``samples.sum()`` equals ``dpuprof report --format folded``'s."""
         from dpuprof.categories import IDLE
-        from dpuprof.render.model import workload_stack_samples
+        from dpuprof.render.view import workload_stack_samples
 
         rec = self.recording
         ss = workload_stack_samples(rec)
@@ -98,7 +98,7 @@ class Run:
         ``cpu_s`` busy CPU seconds from the classified samples (psutil mode: the workload's
         user + system time from proc_cpu, 0 for the rest). Largest first."""
         from dpuprof.categories import IDLE
-        from dpuprof.render.model import recorder_pid
+        from dpuprof.render.view import recorder_pid
 
         rec = self.recording
         procs = rec.table("processes").drop_duplicates("pid").copy()
@@ -125,7 +125,7 @@ class Run:
     def summary(self) -> dict:
         """The summary ``dpuprof report --format json`` prints for this run (without a projection):
         host_cpu, workload_cpu, processes, io, net, lost_shares, recorder, window ... in CPU s."""
-        from dpuprof.render.model import build_view
+        from dpuprof.render.view import build_view
 
         return build_view(self.recording).summary
 
@@ -143,14 +143,14 @@ def project(run, dpu: str = "bluefield-3", **options) -> dict:
     """The projection of ``run`` (a :class:`Run`, a Recording or a path) on DPU profile ``dpu``
     (a shipped name -- bluefield, bluefield-3, bluefield-2, connectx-7, ideal -- or a .toml path).
 
-    Returns what :func:`dpuprof.project.projection.project` returns: today the projection dict of
+    Returns what :func:`dpuprof.project.assemble.project` returns: today the projection dict of
     docs/projection-contract.md (``by_category``, ``totals``, ``cores_for_ai``, ``speedup``, ...).
     ``options`` are that function's: ``nodes``, ``gpus_per_node``, ``mode``, ``only``, ``window``.
     Nothing is written (``dpuprof project`` also stores RUN.proj.json and the recording's sha256).
     """
     from dpuprof.project.inputs import from_recording
     from dpuprof.project.profiles import load_profile
-    from dpuprof.project.projection import project as run_projection
+    from dpuprof.project.assemble import build_projection as run_projection
 
     if isinstance(run, (str, os.PathLike)):
         run = load(run)

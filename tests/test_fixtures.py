@@ -144,7 +144,7 @@ def test_an_oldest_schema_fixture_keeps_loading(fixture_copy):
 
 
 def test_the_schema_1_fixture_loads_reports_and_projects(fixture_copy):
-    from dpuprof.project import from_recording, load_profile, project
+    from dpuprof.project import from_recording, load_profile, build_projection as project
     from dpuprof.recording.summary import summarize
 
     rec = load(fixture_copy("ddp-plain-v1"))

@@ -499,7 +499,7 @@ def test_dpu_profile_fuzz_validates_or_refuses_in_one_line(small_rec):
 
     from dpuprof.project.inputs import from_recording
     from dpuprof.project.profiles import validate
-    from dpuprof.project import project as run_projection
+    from dpuprof.project import build_projection as run_projection
 
     raw = tomllib.loads(_profile_text())
     inp = from_recording(load(small_rec))

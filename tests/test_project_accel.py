@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from dpuprof.errors import UserError
-from dpuprof.project import project
+from dpuprof.project import build_projection as project
 from dpuprof.project.allreduce import (bus_bandwidth_Bps, hierarchical_time_s, ring_time_s, tree_time_s,
                                        vendor_row)
 from dpuprof.project.inputs import USED_TABLES

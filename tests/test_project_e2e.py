@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dpuprof.project import from_recording, load_profile, project
+from dpuprof.project import from_recording, load_profile, build_projection as project
 from dpuprof.recording import load
 
 SCENARIOS = ("ddp-plain", "ddp-encrypted", "ddp-compressed", "storage-heavy", "compute-bound")

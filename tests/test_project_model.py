@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 from dpuprof.categories import CATEGORIES, INFRASTRUCTURE
 from dpuprof.errors import UserError
-from dpuprof.project import ProjectionInput, load_profile, project
+from dpuprof.project import ProjectionInput, load_profile, build_projection as project
 from dpuprof.project.allreduce import ring_time_s
 from dpuprof.project.features import Features, below_page_cache, codec, crypto_kind
 from dpuprof.project.profiles import validate
-from dpuprof.project.projection import evaluate_rows
+from dpuprof.project.assemble import evaluate_rows
 from dpuprof.project.sweep import parse, sweep
 
 WL, OTHER = 100, 200

@@ -19,7 +19,7 @@ from test_report_render import FIXTURE_PARAMS, ROOT, render, report_for  # noqa:
 
 import dpuprof  # noqa: E402
 from dpuprof.categories import CATEGORIES, IDLE  # noqa: E402
-from dpuprof.render.folded import parse_folded  # noqa: E402
+from dpuprof.render.formats.folded import parse_folded  # noqa: E402
 
 
 def cli_json(path: Path) -> dict:
@@ -64,7 +64,7 @@ def test_project_is_callable_and_still_the_package(tmp_path):
     shutil.copy(FIXTURE_PARAMS[0].values[0], rec)
     proj = dpuprof.project(dpuprof.load(rec), "bluefield-3")
     from dpuprof.project import load_profile  # the package keeps its attributes
-    from dpuprof.project.projection import project as model_project
+    from dpuprof.project.assemble import build_projection as model_project
     from dpuprof.project.inputs import from_recording
     from dpuprof.recording import load
 

@@ -16,8 +16,8 @@ from test_report_render import FIXTURE_PARAMS, render, report_for, synth  # noqa
 
 from dpuprof.categories import CATEGORIES  # noqa: E402
 from dpuprof.recording import load  # noqa: E402
-from dpuprof.render.folded import parse_folded  # noqa: E402
-from dpuprof.render.model import RECORDER_LABEL  # noqa: E402
+from dpuprof.render.formats.folded import parse_folded  # noqa: E402
+from dpuprof.render.view import RECORDER_LABEL  # noqa: E402
 
 # The Trace Event Format (Google, "Trace Event Format" document): the phases this checker knows
 # and what each requires beyond name/ph/pid/tid.
@@ -149,7 +149,7 @@ def test_gpu_threads_and_markers_become_tracks(synth):
     in memory to a real synthetic recording."""
     import pandas as pd
 
-    from dpuprof.render.model import Report, build_view
+    from dpuprof.render.view import Report, build_view
 
     rec = load(synth)
     iv = rec.table("intervals")

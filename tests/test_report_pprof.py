@@ -17,11 +17,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 from test_report_render import FIXTURE_PARAMS, render, report_for, synth  # noqa: E402,F401
 
 from dpuprof.categories import CATEGORIES  # noqa: E402
-from dpuprof.render.folded import parse_folded  # noqa: E402
-from dpuprof.render.pprof import TYPES  # noqa: E402
+from dpuprof.render.formats.folded import parse_folded  # noqa: E402
+from dpuprof.render.formats.pprof import TYPES  # noqa: E402
 
 pytest.importorskip("google.protobuf")
-from dpuprof.render.pprof_schema import file_descriptor, profile_class  # noqa: E402
+from dpuprof.render.formats.pprof_schema import file_descriptor, profile_class  # noqa: E402
 
 GO = shutil.which("go")
 
@@ -105,7 +105,7 @@ def test_runtime_schema_equals_protoc_compilation(tmp_path):
     protoc = pytest.importorskip("grpc_tools.protoc", reason="grpcio-tools not installed")
     from google.protobuf import descriptor_pb2
 
-    proto = Path(__file__).resolve().parents[1] / "dpuprof" / "render" / "profile.proto"
+    proto = Path(__file__).resolve().parents[1] / "dpuprof" / "render" / "formats" / "profile.proto"
     out = tmp_path / "profile.desc"
     assert protoc.main(["protoc", f"-I{proto.parent}", f"--descriptor_set_out={out}", str(proto)]) == 0
     ref = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()).file[0]

@@ -28,7 +28,7 @@ from dpuprof.recording import load
 from dpuprof.recording.summary import summarize
 from dpuprof.render import registry
 from dpuprof.render.build import build_report
-from dpuprof.render.folded import parse_folded
+from dpuprof.render.formats.folded import parse_folded
 
 ROOT = Path(__file__).resolve().parents[1]
 # DPUPROF_FIXTURES: another glob of recordings to run these tests on (e.g. scratch recordings)
@@ -527,7 +527,7 @@ def test_hostile_names_are_escaped_in_text_outputs(tmp_path):
     md = render(rep, "markdown").main.decode()
     assert "<img" not in md and "&lt;img src=x onerror=alert(1)&gt;" in md
     # the embedded JSON escapes < > & and still decodes to the literal name
-    from dpuprof.render.html import script_json
+    from dpuprof.render.formats.html import script_json
 
     blob = script_json({"comm": evil + "&"})
     assert "<" not in blob and ">" not in blob and "&" not in blob
@@ -535,7 +535,7 @@ def test_hostile_names_are_escaped_in_text_outputs(tmp_path):
 
 
 def test_projection_loader(synth, tmp_path):
-    from dpuprof.render import projection
+    from dpuprof.render import projection_file as projection
 
     rec = tmp_path / "x.rec"
     rec.write_bytes(synth.read_bytes())
@@ -557,7 +557,7 @@ def test_projection_loader(synth, tmp_path):
 
 
 def test_projection_is_found_in_the_current_directory_when_it_is_this_recordings(synth, tmp_path, monkeypatch):
-    from dpuprof.render import projection
+    from dpuprof.render import projection_file as projection
 
     runs, work, elsewhere = tmp_path / "runs", tmp_path / "work", tmp_path / "elsewhere"
     for d in (runs, work, elsewhere):

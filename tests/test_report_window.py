@@ -16,7 +16,7 @@ from test_report_render import FIXTURE_PARAMS, cli, render, report_for, synth  #
 from dpuprof.categories import CATEGORIES  # noqa: E402
 from dpuprof.recording import load  # noqa: E402
 from dpuprof.render.build import build_report  # noqa: E402
-from dpuprof.render.folded import parse_folded  # noqa: E402
+from dpuprof.render.formats.folded import parse_folded  # noqa: E402
 from dpuprof.render.losses import losses  # noqa: E402
 
 

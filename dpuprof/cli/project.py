@@ -91,7 +91,7 @@ def project(recording, dpu, fmt, output, nodes, gpus_per_node, sweep_spec, set_s
 
     from dpuprof.cli.common import echo_json, resolve_recording
     from dpuprof.project import from_recording, load_profile
-    from dpuprof.project import project as run_projection
+    from dpuprof.project import build_projection as run_projection
     from dpuprof.project import sweep as sweep_mod
     from dpuprof.projection import store as projection_store
     from dpuprof.recording import load

@@ -7,12 +7,12 @@ Pure functions over DataFrames (no printing, no file I/O except the profile load
 - ``features``: CPU demand per subcategory, offload counts, stack-based shares;
 - ``codecs``: measured cipher/codec bytes, calls and direction split (codec_calls, schema v2);
 - ``accelerometer``: the Accelerometer equations (sync, sync-OS, async);
-- ``model``: slicing subcategories among mechanisms and evaluating each slice;
+- ``offload_rows``: slicing subcategories among mechanisms and evaluating each slice;
 - ``capacity``: demand at the post-offload rate beyond the card's engines/cores stays on the host;
 - ``outcomes``: per-category totals, cores for AI, speedup range;
 - ``allreduce``: alpha-beta ring, tree and hierarchical all-reduce at N nodes, TCP against RDMA;
 - ``sweep``: one mechanism's parameter swept (--sweep) or set (--set), with flat sweeps explained;
-- ``projection``: assemble the JSON-ready dict (docs/projection-contract.md).
+- ``assemble``: assemble the JSON-ready dict (docs/projection-contract.md).
 """
 
 import sys as _sys
@@ -20,10 +20,10 @@ import types as _types
 
 from dpuprof.project.inputs import ProjectionInput, from_recording
 from dpuprof.project.profiles import Profile, known_profiles, load_profile
-from dpuprof.project.projection import PROJECTION_VERSION, project
+from dpuprof.project.assemble import PROJECTION_VERSION, build_projection
 
 __all__ = ["PROJECTION_VERSION", "Profile", "ProjectionInput", "from_recording", "known_profiles",
-           "load_profile", "project"]
+           "load_profile", "build_projection"]
 
 
 class _CallableModule(_types.ModuleType):

@@ -166,7 +166,7 @@ def vendor_row(profile: Profile) -> dict:
                           "algorithm per transport"}
 
 
-def project(feats: Features, profile: Profile, nodes: int, gpus_per_node: int, duration_s: float,
+def project_allreduce(feats: Features, profile: Profile, nodes: int, gpus_per_node: int, duration_s: float,
             network_cpu_s: float, rdma_cost_ns: float | None) -> tuple[dict | None, list[str]]:
     """The ``allreduce`` block of a projection, or (None, warnings) when it cannot be computed.
 

@@ -1,6 +1,6 @@
 """What the evaluated rows mean for the job: cores available for AI and the speedup range.
 
-Inputs are the demand frame (features.demand) and the evaluated rows (model.evaluate); outputs are
+Inputs are the demand frame (features.demand) and the evaluated rows (offload_rows.evaluate); outputs are
 JSON-ready dicts. All ``_s`` values are CPU seconds over the recording.
 """
 

@@ -31,7 +31,7 @@ ASSUMPTIONS = [
 
 def job_speedup(inp: ProjectionInput, dem: pd.DataFrame, rows: pd.DataFrame,
                 requested: tuple[float, float] | str = "steady") -> dict:
-    """The projection's ``speedup`` object for the evaluated ``rows`` (model.evaluate)."""
+    """The projection's ``speedup`` object for the evaluated ``rows`` (offload_rows.evaluate)."""
     proxy = outcomes.speedup_range(dem, rows)
     win = window.choose(inp.table("intervals"), inp.table("cpu_category"), inp.workload_pids,
                         inp.table("markers"), requested)

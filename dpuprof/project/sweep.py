@@ -23,7 +23,7 @@ from dpuprof.errors import UserError
 from dpuprof.project import outcomes
 from dpuprof.project.inputs import ProjectionInput
 from dpuprof.project.profiles import MODES, Mechanism, Profile
-from dpuprof.project.projection import evaluate_rows
+from dpuprof.project.assemble import evaluate_rows
 from dpuprof.project.speedup import job_speedup
 
 #: Sweepable parameter -> (Mechanism field, lower bound, upper bound, unit).

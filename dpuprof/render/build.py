@@ -50,10 +50,10 @@ def build_report(paths: list[Path], *, mode: str | None = None, projection: str 
     :mod:`dpuprof.render.timewindow`); None for the whole recordings.
     """
     from dpuprof.recording import load
-    from dpuprof.render import projection as proj_mod
+    from dpuprof.render import projection_file as proj_mod
     from dpuprof.render.compare import compare_views
     from dpuprof.render.merge import merge_views
-    from dpuprof.render.model import Report, build_view, display_names
+    from dpuprof.render.view import Report, build_view, display_names
     from dpuprof.render.timewindow import windowed
 
     if projection and len(paths) != 1:

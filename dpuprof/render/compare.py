@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from dpuprof.categories import CATEGORIES
-from dpuprof.render.model import RunView
+from dpuprof.render.view import RunView
 from dpuprof.render.stats import two_proportion_z
 
 ALPHA = 0.05

@@ -12,8 +12,8 @@ from typing import Callable
 import pandas as pd
 
 from dpuprof.categories import CATEGORIES, INFRASTRUCTURE
-from dpuprof.render.model import Report, RunView
-from dpuprof.render.projection import num
+from dpuprof.render.view import Report, RunView
+from dpuprof.render.projection_file import num
 
 
 @dataclass

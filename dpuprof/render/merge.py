@@ -11,8 +11,8 @@ from __future__ import annotations
 import pandas as pd
 
 from dpuprof.errors import UserError
-from dpuprof.render.model import RunView
-from dpuprof.render.projection import num
+from dpuprof.render.view import RunView
+from dpuprof.render.projection_file import num
 
 _MAX_KEYS = {"duration_s"}
 _FIRST_KEYS = {"schema_version", "sample_freq_hz", "dpuprof_version", "command", "mode",

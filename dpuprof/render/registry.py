@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import importlib
 
-#: format name -> module in dpuprof.render exposing ``render(report, stem) -> Rendered``
+#: format name -> module in dpuprof.render.formats exposing ``render(report, stem) -> Rendered``
 RENDERERS = {
     "terminal": "terminal",
-    "json": "jsonfmt",
+    "json": "json_format",
     "markdown": "markdown",
     "html": "html",
     "png": "png",
@@ -84,5 +84,5 @@ def choose(fmt: str | None, output: str | None) -> str:
 
 def get(name: str):
     """The ``render`` function of format ``name``."""
-    module = importlib.import_module(f"dpuprof.render.{RENDERERS[name]}")
+    module = importlib.import_module(f"dpuprof.render.formats.{RENDERERS[name]}")
     return module.render

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from dpuprof.categories import CATEGORIES, INFRASTRUCTURE
-from dpuprof.render.model import RunView
-from dpuprof.render.projection import num, text_list
+from dpuprof.render.view import RunView
+from dpuprof.render.projection_file import num, text_list
 from dpuprof.render.stats import count_ci, scaled_share_ci
 
 #: The BlueField solution brief's figures (docs/projection-model.md, "The claim under test"), shown

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from dpuprof.project import allreduce, capacity, model, outcomes
+from dpuprof.project import allreduce, capacity, offload_rows, outcomes
 from dpuprof.project.speedup import job_speedup
 from dpuprof.projection.schema import PROJECTION_VERSION
 from dpuprof.project.features import Features, demand
@@ -38,7 +38,7 @@ class ModelResult:
     """The model's DataFrames for one input and profile."""
 
     demand: pd.DataFrame
-    rows: pd.DataFrame  # evaluated rows (model.evaluate columns)
+    rows: pd.DataFrame  # evaluated rows (offload_rows.evaluate columns)
     capacity: list
     features: Features
 
@@ -55,11 +55,11 @@ def evaluate_rows(inp: ProjectionInput, profile: Profile, only: tuple[str, ...] 
     feats = Features(inp)
     dem = demand(inp)
     offered = dem if only is None else dem[dem["category"].isin(only)]
-    rows = model.plan(offered, profile, feats)
+    rows = offload_rows.plan(offered, profile, feats)
 
     def at(rate: float):
         capped, caps = capacity.apply(rows, profile, feats, inp.duration_s, rate=rate)
-        ev = model.evaluate(capped)
+        ev = offload_rows.evaluate(capped)
         return ev, caps, job_speedup(inp, dem, ev, window)["expected"]
 
     ev, caps, _, _ = capacity.at_post_offload_rate(at)
@@ -108,7 +108,7 @@ def _row_dict(r) -> dict:
     }
 
 
-def project(inp: ProjectionInput, profile: Profile, *, nodes: int | None = None, gpus_per_node: int = 1,
+def build_projection(inp: ProjectionInput, profile: Profile, *, nodes: int | None = None, gpus_per_node: int = 1,
             mode: str | None = None, only: tuple[str, ...] | None = None,
             window: tuple[float, float] | str = "steady") -> dict:
     """The projection dict for ``inp`` on ``profile``.
@@ -158,7 +158,7 @@ def project(inp: ProjectionInput, profile: Profile, *, nodes: int | None = None,
         cost = None if rdma is None else float(rdma.o0_ns.value + rdma.L_ns.value + rdma.Q_ns.value)
         net_cpu = float(res.demand.loc[res.demand["category"] == "network", "host_s"].sum()) \
             if not res.demand.empty else 0.0
-        ar, w = allreduce.project(res.features, profile, nodes, gpus_per_node, inp.duration_s, net_cpu, cost)
+        ar, w = allreduce.project_allreduce(res.features, profile, nodes, gpus_per_node, inp.duration_s, net_cpu, cost)
         warnings += w
 
     warnings = res.features.warnings + warnings

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dpuprof.render.model import Report
+from dpuprof.render.view import Report
 from dpuprof.render.output import Rendered
 
 

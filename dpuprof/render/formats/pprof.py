@@ -14,7 +14,7 @@ perf's and Go's own CPU profiles count them; the ``samples`` column is exact. Fr
 the flame graphs and folded output show, the process name as the root frame; a function's name is
 the frame's text (``symbol (module)``, kernel frames ``..._[k]``), its system name the bare
 symbol, its file name the module. The
-recorder's own process is left out (dpuprof.render.model.workload_stack_samples). A comparison
+recorder's own process is left out (dpuprof.render.view.workload_stack_samples). A comparison
 puts ``A: name`` / ``B: name`` above the process frames, like ``--format folded``.
 
 Written with the ``protobuf`` package from the vendored profile.proto (pprof_schema).
@@ -29,7 +29,7 @@ import pandas as pd
 from dpuprof import __version__
 from dpuprof.categories import CATEGORIES
 from dpuprof.errors import UserError
-from dpuprof.render.model import Report, require_stacks
+from dpuprof.render.view import Report, require_stacks
 from dpuprof.render.output import Rendered
 
 #: sample_type names, in column order
@@ -67,7 +67,7 @@ def _stacks(report: Report) -> pd.DataFrame:
 def build_profile(report: Report):
     """The ``perftools.profiles.Profile`` message of ``report`` (not yet serialised)."""
     try:
-        from dpuprof.render.pprof_schema import profile_class
+        from dpuprof.render.formats.pprof_schema import profile_class
     except ImportError:
         raise UserError("--format pprof needs the protobuf package: pip install protobuf") from None
     v = report.main

@@ -37,7 +37,7 @@ import json
 import pandas as pd
 
 from dpuprof.categories import CATEGORIES, IDLE
-from dpuprof.render.model import RECORDER_LABEL, Report, RunView, recorder_pid
+from dpuprof.render.view import RECORDER_LABEL, Report, RunView, recorder_pid
 from dpuprof.render.output import Rendered
 
 HOST_PID = 0
@@ -151,7 +151,7 @@ def _thread_events(rec, clock: _Clock, shift: int, known: set[int]) -> list[dict
 
 
 def _stack_events(rec, clock: _Clock, shift: int, known: set[int]) -> list[dict]:
-    from dpuprof.render.model import workload_stack_samples
+    from dpuprof.render.view import workload_stack_samples
 
     ss = workload_stack_samples(rec)
     ss = ss[ss["pid"].isin(known) & ss["interval"].isin(clock.iv.index)]

@@ -78,7 +78,7 @@ def messages() -> dict:
     """{message name: class} for every message of the vendored profile.proto (Profile, Sample, ...)."""
     from google.protobuf import descriptor_pool, message_factory
 
-    text = resources.files("dpuprof.render").joinpath(PROTO).read_text(encoding="utf-8")
+    text = resources.files("dpuprof.render.formats").joinpath(PROTO).read_text(encoding="utf-8")
     fdp = file_descriptor(text)
     pool = descriptor_pool.DescriptorPool()
     pool.Add(fdp)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dpuprof.render.model import Report, require_stacks
+from dpuprof.render.view import Report, require_stacks
 from dpuprof.render.output import Rendered
 
 

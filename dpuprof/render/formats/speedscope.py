@@ -13,7 +13,7 @@ import pandas as pd
 
 from dpuprof import __version__
 from dpuprof.categories import INFRASTRUCTURE
-from dpuprof.render.model import Report, RunView, require_stacks
+from dpuprof.render.view import Report, RunView, require_stacks
 from dpuprof.render.output import Rendered
 
 SCHEMA = "https://www.speedscope.app/file-format-schema.json"

@@ -22,8 +22,8 @@ from string import Template
 from dpuprof import __version__
 from dpuprof.categories import INFRASTRUCTURE
 from dpuprof.render import tables as T
-from dpuprof.render.jsonfmt import data_for
-from dpuprof.render.model import Report, RunView
+from dpuprof.render.formats.json_format import data_for
+from dpuprof.render.view import Report, RunView
 from dpuprof.render.output import Rendered
 
 
@@ -136,7 +136,7 @@ def meta_line(v: RunView) -> str:
 
 
 def kpis(v: RunView) -> str:
-    from dpuprof.render.projection import num
+    from dpuprof.render.projection_file import num
 
     items = []
     if v.category_split and v.busy_s:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from dpuprof.render.model import Report
+from dpuprof.render.view import Report
 from dpuprof.render.output import Rendered
 
 

@@ -11,7 +11,7 @@ import shlex
 
 from dpuprof.categories import CATEGORIES
 from dpuprof.render import tables as T
-from dpuprof.render.model import Report, RunView
+from dpuprof.render.view import Report, RunView
 from dpuprof.render.output import Rendered
 
 _CTRL = re.compile(r"[\x00-\x1f\x7f-\x9f]")

@@ -92,7 +92,7 @@ class RunView:
 
     def projected_s(self, category: str) -> float | None:
         """CPU seconds of ``category`` after the projection, or None without one."""
-        from dpuprof.render.projection import num
+        from dpuprof.render.projection_file import num
 
         if not self.projection:
             return None

@@ -11,7 +11,7 @@ import re
 from html import escape
 
 from dpuprof.render import tables as T
-from dpuprof.render.model import Report, RunView
+from dpuprof.render.view import Report, RunView
 from dpuprof.render.output import Rendered
 
 _MD = re.compile(r"([\\`*_\[\]|#])")
