@@ -307,7 +307,8 @@ def _check_types(path, table, df):
         if not df[col].map(lambda v: v is None or v != v or abs(v) <= MAX_ABS).all():  # exact, before floats round
             _fail(path, f"damaged table {table}: column {col} holds values out of range (beyond 2**53)")
         num = pd.to_numeric(df[col], errors="coerce")
-        if col not in ("ppid", "first_seen", "last_seen", "util_pct", "mem_used_bytes", "ns_pid") and num.isna().any():
+        if col not in ("ppid", "first_seen", "last_seen", "util_pct", "mem_used_bytes", "ns_pid",
+                       "mem_total_bytes", "sm_util_pct") and num.isna().any():
             _fail(path, f"damaged table {table}: column {col} has missing values")
         if col in ("samples", "cpu_s", "bytes", "ios", "count", "packets", "calls", "time_ns",
                    "seconds", "user_s", "system_s", "on_cpu_ns", "runq_ns", "off_cpu_ns", "ns",

@@ -21,12 +21,16 @@ Version 2 adds what the projection's critical-path model needs: per-thread sched
 workload's threads (``threads``, ``thread_time``, ``thread_wait``, ``thread_category``), collective
 operations and training-step markers (``collectives``, ``markers``) and bytes per cipher/codec call
 (``codec_calls``). A version-1 file reads with those tables empty (``SINCE``).
+
+Version 3 adds the GPU beside the host (``gpu_process``: each process's share of a GPU, where NVML
+reports it; ``gpu.mem_total_bytes``) and the size work of issue 11 (see docs/recording.md). A
+version-1 or -2 file reads with the new tables empty and the new columns missing.
 """
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: Versions this code can read. Older versions are upgraded in memory by the reader.
-READABLE_VERSIONS = (1, 2)
+READABLE_VERSIONS = (1, 2, 3)
 
 DDL = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -99,8 +103,16 @@ CREATE TABLE IF NOT EXISTS host_disk (
 CREATE TABLE IF NOT EXISTS host_net (
     interval INTEGER NOT NULL, dev TEXT NOT NULL, bytes_sent INTEGER NOT NULL,
     bytes_recv INTEGER NOT NULL, packets_sent INTEGER NOT NULL, packets_recv INTEGER NOT NULL);
+-- GPU per device per interval (NVML): util_pct the share of the interval a kernel ran
+-- (nvmlDeviceGetUtilizationRates .gpu), mem_used_bytes / mem_total_bytes (v3) device memory.
 CREATE TABLE IF NOT EXISTS gpu (
-    interval INTEGER NOT NULL, gpu_index INTEGER NOT NULL, util_pct REAL, mem_used_bytes INTEGER);
+    interval INTEGER NOT NULL, gpu_index INTEGER NOT NULL, util_pct REAL, mem_used_bytes INTEGER,
+    mem_total_bytes INTEGER);
+-- v3: per process per GPU per interval, where NVML gives it (nvmlDeviceGetProcessUtilization):
+-- sm_util_pct the process's SM utilisation, mem_used_bytes its device memory (NULL if unknown).
+CREATE TABLE IF NOT EXISTS gpu_process (
+    interval INTEGER NOT NULL, gpu_index INTEGER NOT NULL, pid INTEGER NOT NULL, sm_util_pct REAL,
+    mem_used_bytes INTEGER);
 -- Data lost, never silently (count = samples or events of the interval):
 --   "samples_map_full"        a CPU sample dropped: the in-kernel counts map was full
 --   "kernel_stack_collision", "user_stack_collision"   the sample kept, its kernel/user stack
@@ -182,6 +194,7 @@ TABLES = {
     "host_disk": ("interval", "read_bytes", "write_bytes", "read_count", "write_count"),
     "host_net": ("interval", "dev", "bytes_sent", "bytes_recv", "packets_sent", "packets_recv"),
     "gpu": ("interval", "gpu_index", "util_pct", "mem_used_bytes"),
+    "gpu_process": ("interval", "gpu_index", "pid", "sm_util_pct", "mem_used_bytes"),
     "lost": ("interval", "kind", "count"),
     "threads": ("tid", "pid", "comm", "first_seen", "last_seen"),
     "thread_time": ("interval", "tid", "on_cpu_ns", "runq_ns", "off_cpu_ns"),
@@ -194,8 +207,9 @@ TABLES = {
 
 #: Columns added to a table after files with the table were written: the reader gives them as
 #: missing (NaN / "") where a file lacks them. ``TABLES`` lists a table's columns without these.
-LATE_COLUMNS = {"processes": ("ns_pid", "cgroup")}
+LATE_COLUMNS = {"processes": ("ns_pid", "cgroup"), "gpu": ("mem_total_bytes",)}
 
 #: The schema version that added a table; a file of an older version reads it as empty.
 SINCE = {name: 2 for name in ("threads", "thread_time", "thread_wait", "thread_category", "collectives",
                               "markers", "codec_calls")}
+SINCE["gpu_process"] = 3

@@ -14,7 +14,7 @@ import sqlite3
 from pathlib import Path
 
 from dpuprof.errors import UserError
-from dpuprof.recording.schema import DDL, SCHEMA_VERSION, TABLES
+from dpuprof.recording.schema import DDL, LATE_COLUMNS, SCHEMA_VERSION, TABLES
 
 
 def _create_exclusive(path: Path, owner: tuple[int, int] | None) -> None:
@@ -110,10 +110,15 @@ class RecordingWriter:
             for table, rows in tables.items():
                 if not rows:
                     continue
+                # A row may carry the table's LATE_COLUMNS too (gpu's mem_total_bytes): name the
+                # columns, so the older, shorter row shape still inserts.
                 cols = TABLES[table]
+                full = cols + LATE_COLUMNS.get(table, ())
+                if len(rows[0]) + 1 == len(full):
+                    cols = full
                 marks = ",".join("?" * len(cols))
                 self._db.executemany(
-                    f"INSERT INTO {table} VALUES ({marks})", [(interval, *row) for row in rows]
+                    f"INSERT INTO {table} ({','.join(cols)}) VALUES ({marks})", [(interval, *row) for row in rows]
                 )
 
     def _write_stacks(self, stacks) -> None:
