@@ -94,8 +94,10 @@ def _loader_after(ld: Loader, case: str, c: float, f_comp: float) -> float:
     return max(0.0, ld.busy_s - f - rq)
 
 
-def _bounds(job: JobPaths, case: str) -> tuple[dict, dict]:
-    """Bounds (seconds) before and after for ``case``: keys rank, loader, capacity, gpu.
+def _bounds(job: JobPaths, case: str) -> tuple[dict, dict, dict]:
+    """Bounds (seconds) before and after for ``case`` (keys rank, loader, capacity, gpu), and the
+    terms they came from: ``{"peer_scale": s, "contention": {pid: (c, F_comp)}}``, which
+    ``_gains`` reads rather than computing them again.
 
     On a saturated host (the capacity bound binds before the offload) a rank's run-queue delay is
     the gap between the capacity bound and its contention-free path (D = K = P0 + R), so after the
@@ -117,8 +119,9 @@ def _bounds(job: JobPaths, case: str) -> tuple[dict, dict]:
     shrink = [a / max(1e-9, b) for b, a in cores.values()]
     peer_scale = sum(shrink) / len(shrink) if shrink and case != "low" else 1.0
     f_net = 0.0 if case == "low" else job.net_freed_fraction
+    terms = {"peer_scale": peer_scale, "contention": {}}
     for r in job.ranks:
-        c, f_comp = _contention(job, r, case)
+        c, f_comp = terms["contention"][r.pid] = _contention(job, r, case)
         w_after = r.on_cpu_s - _freed(r.freed_s, r.freed_sd_s, case, r.on_cpu_s)
         rq = cores[r.pid][1] - w_after
         p0_after = w_after + r.wait_s["peer"] * (1.0 - f_net) * peer_scale + r.wait_s["io"] + r.wait_s["other"]
@@ -130,23 +133,24 @@ def _bounds(job: JobPaths, case: str) -> tuple[dict, dict]:
             after["loader"] = max(after["loader"], max(_loader_after(ld, case, c, f_comp) for ld in mine))
     if job.gpu_busy is not None:
         before["gpu"] = after["gpu"] = job.gpu_busy * job.window.length_s
-    return before, after
+    return before, after, terms
 
 
-def _gains(job: JobPaths) -> dict:
+def _gains(job: JobPaths, terms: dict | None = None) -> dict:
     """Seconds each mechanism takes off the slowest rank's path in the expected case: the freed
     work on the rank thread (inline), run-queue relief (contention), shorter waits on peers
-    (peer), and how far the loader bound drops (loader)."""
+    (peer), and how far the loader bound drops (loader). ``terms``: the expected case's terms
+    from ``_bounds`` (computed here when not given)."""
+    if terms is None:
+        terms = _bounds(job, "expected")[2]
     worst, out = -1.0, {"inline": 0.0, "contention": 0.0, "peer": 0.0, "loader": 0.0}
-    cores = {r.pid: _core(r, "expected", job) for r in job.ranks}
-    shrink = [a / max(1e-9, b) for b, a in cores.values()]
-    scale = sum(shrink) / len(shrink) if shrink else 1.0
+    scale = terms["peer_scale"]
     for r in job.ranks:
         p = r.wall_s - r.wait_s["loader"]
         if p <= worst:
             continue
         worst = p
-        c, f_comp = _contention(job, r, "expected")
+        c, f_comp = terms["contention"][r.pid]
         mine = [ld for ld in job.loaders if ld.rank_pid == r.pid]
         out = {"inline": min(r.freed_s, r.on_cpu_s), "contention": r.runq_s * c,
                "peer": r.wait_s["peer"] * (1 - (1 - job.net_freed_fraction) * scale),
@@ -155,16 +159,17 @@ def _gains(job: JobPaths) -> dict:
     return out
 
 
-def regime(job: JobPaths) -> tuple[str, str]:
+def regime(job: JobPaths, expected: tuple[dict, dict, dict] | None = None) -> tuple[str, str]:
     """(name, why): the bound that binds before the offload and, for the rank path, what shortens it.
 
     gpu-bound: the GPU's own work binds; cpu-contended: the host's CPU capacity binds;
     loader-bound: the ranks wait on busy DataLoader workers; then, by the largest gain on the rank
     path: inline (freed work on the rank thread), contention (run-queue relief), peer-wait (shorter
     waits on the collective and peers); worker-with-slack when the freed work is in loaders the
-    ranks do not wait on; rank-path when nothing on the path shrinks.
+    ranks do not wait on; rank-path when nothing on the path shrinks. ``expected``: the expected
+    case's ``_bounds`` (computed here when not given).
     """
-    before, _ = _bounds(job, "expected")
+    before, _, terms = expected if expected is not None else _bounds(job, "expected")
     path = max(before["rank"], before["loader"])
     d = max(job.window.length_s, 1e-9)
     if before["gpu"] >= SATURATED * max(path, before["capacity"]):
@@ -174,7 +179,7 @@ def regime(job: JobPaths) -> tuple[str, str]:
                                  "freed CPU anywhere shortens the job")
     if before["loader"] >= before["rank"] and job.loaders:
         return "loader-bound", "the ranks wait on their DataLoader workers, which are busy"
-    gains = _gains(job)
+    gains = _gains(job, terms)
     name, gain = max(((k, v) for k, v in gains.items() if k != "loader"), key=lambda kv: kv[1])
     if gain >= SIGNIFICANT * d:
         why = {"inline": "the freed work runs on the rank thread itself, on its critical path",
@@ -204,14 +209,14 @@ def speedup(job: JobPaths) -> dict:
     Returns {low, expected, high, regime, regime_why, bounds: {case: {before: {...}, after: {...}}},
     evidence}; bound values are seconds of the window.
     """
-    out, bounds = {}, {}
+    out, bounds, evaluated = {}, {}, {}
     for case in CASES:
-        before, after = _bounds(job, case)
+        before, after, _ = evaluated[case] = _bounds(job, case)
         b, a = max(before.values()), max(after.values())
         out[case] = round(b / a, 6) if a > 1e-12 else None
         bounds[case] = {"before": {k: round(v, 4) for k, v in before.items()},
                         "after": {k: round(v, 4) for k, v in after.items()}}
-    name, why = regime(job)
-    gains = {k: round(v, 4) for k, v in _gains(job).items()}
+    name, why = regime(job, evaluated["expected"])
+    gains = {k: round(v, 4) for k, v in _gains(job, evaluated["expected"][2]).items()}
     return {**out, "regime": name, "regime_why": why, "bounds": bounds,
             "evidence": {**evidence(job), "path_gains_s": gains}}

@@ -237,29 +237,44 @@ class Features:
 
     # ---- shares of a subcategory
     @cached_property
-    def _stack_evidence(self) -> pd.DataFrame:
-        """Samples per (pid, subcategory, stack) with crypto kind, codec and direction."""
+    def _stack_samples(self) -> pd.DataFrame:
+        """Samples per (pid, subcategory, stack): columns pid, subcategory, folded, samples."""
         stacks = self.inp.table("stacks")
         samples = self.inp.table("stack_samples")
-        cols = ["pid", "subcategory", "samples", "crypto", "codec", "direction", "fs_impl"]
         if stacks.empty or samples.empty:
-            return pd.DataFrame(columns=cols)
+            return pd.DataFrame(columns=["pid", "subcategory", "folded", "samples"])
         per = samples.groupby(["pid", "stack_id"], as_index=False)["samples"].sum()
-        per = per.merge(stacks[["stack_id", "folded", "subcategory"]], on="stack_id", how="inner")
+        return per.merge(stacks[["stack_id", "folded", "subcategory"]], on="stack_id", how="inner")
+
+    def _evidence(self, subcategory: str) -> pd.DataFrame:
+        """``subcategory``'s samples per (pid, stack) with crypto kind, codec, direction and fs_impl.
+
+        Columns pid, subcategory, samples, crypto, codec, direction, fs_impl. Computed per
+        subcategory on first use: the frame scans are per distinct stack, and a long recording holds
+        tens of thousands of stacks in subcategories no share rule asks about.
+        """
+        cache = self.__dict__.setdefault("_evidence_cache", {})
+        if subcategory in cache:
+            return cache[subcategory]
+        cols = ["pid", "subcategory", "samples", "crypto", "codec", "direction", "fs_impl"]
+        per = self._stack_samples
+        per = per[per["subcategory"] == subcategory].copy()
         if per.empty:
-            return pd.DataFrame(columns=cols)
-        kinds = {f: crypto_kind(f) for f in per["folded"].unique()}
-        codecs = {f: codec(f) for f in per["folded"].unique()}
+            cache[subcategory] = pd.DataFrame(columns=cols)
+            return cache[subcategory]
+        unique = per["folded"].unique()
+        kinds = {f: crypto_kind(f) for f in unique}
+        codecs_ = {f: codec(f) for f in unique}
+        fs_impl = {f: below_page_cache(f) for f in unique}
         per["crypto"] = per["folded"].map(kinds)
-        per["codec"] = per["folded"].map(lambda f: codecs[f][0])
-        per["direction"] = per["folded"].map(lambda f: codecs[f][1])
-        fs_impl = {f: below_page_cache(f) for f in per["folded"].unique()}
+        per["codec"] = per["folded"].map(lambda f: codecs_[f][0])
+        per["direction"] = per["folded"].map(lambda f: codecs_[f][1])
         per["fs_impl"] = per["folded"].map(fs_impl)
-        return per[cols]
+        cache[subcategory] = per[cols]
+        return cache[subcategory]
 
     def _stack_share(self, subcategory: str, workload: bool, pred, what: str) -> float:
-        ev = self._stack_evidence
-        ev = ev[ev["subcategory"] == subcategory]
+        ev = self._evidence(subcategory)
         if workload:
             ev = ev[ev["pid"].isin(self.inp.workload_pids)]
         total = float(ev["samples"].sum()) if not ev.empty else 0.0
@@ -325,8 +340,7 @@ class Features:
         pids = self.inp.workload_pids if workload else None
         frac = codecs.time_fraction(self.inp.table("codec_calls"), subcategory, directions=("decompress",),
                                     within_codecs=("deflate", "lz4"), pids=pids)
-        ev = self._stack_evidence
-        ev = ev[ev["subcategory"] == subcategory]
+        ev = self._evidence(subcategory)
         if workload:
             ev = ev[ev["pid"].isin(self.inp.workload_pids)]
         total = float(ev["samples"].sum()) if not ev.empty else 0.0
