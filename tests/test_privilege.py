@@ -11,15 +11,11 @@ are named (bcc names none unless euid is 0: dpuprof/record/kallsyms.py).
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from conftest import PYTHON, REPO
+from capsrun import NOBODY, as_nobody, nobody_dir  # noqa: F401 (a fixture)
 from dpuprof.errors import UserError
 from dpuprof.record import kallsyms, privilege
 from dpuprof.record.privilege import CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, CAP_SYS_PTRACE
@@ -98,41 +94,9 @@ def test_require_passes_for_root_and_names_caps_otherwise(monkeypatch):
 
 # ---------------------------------------------------------------- a real run as nobody
 
-NOBODY = 65534
-
-
-def _as_nobody(caps: str, argv: list[str], work: Path) -> subprocess.CompletedProcess:
-    """``argv`` (this interpreter and its arguments) run as nobody with only ``caps`` (setpriv
-    syntax: +bpf,+perfmon), this interpreter's prefix bind-mounted at ``work/py``."""
-    prefix = Path(sys.base_prefix)
-    py = work / "py"
-    py.mkdir(exist_ok=True)
-    exe = str(py / Path(PYTHON).relative_to(prefix))
-    site = [str(py / Path(p).relative_to(prefix)) for p in sys.path if p.startswith(str(prefix) + "/")
-            and p.endswith("-packages")]
-    script = ('mount --bind "$0" "$1" && shift && exec setpriv --reuid=65534 --regid=65534 --clear-groups '
-              '--inh-caps="$CAPS" --ambient-caps="$CAPS" -- "$@"')
-    env = dict(os.environ, CAPS=caps, HOME=str(work), PYTHONPATH=os.pathsep.join([str(REPO), *site]))
-    return subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, str(prefix),
-                           str(py), exe, *argv], env=env, cwd=work, capture_output=True, text=True, timeout=180)
-
-
-@pytest.fixture()
-def nobody_dir():
-    for tool in ("unshare", "setpriv"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"{tool} is not installed (util-linux)")
-    work = Path(tempfile.mkdtemp(prefix="dpuprof-caps-", dir="/tmp"))
-    os.chmod(work, 0o777)
-    try:
-        yield work
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
 @pytest.mark.root
 def test_record_as_nobody_names_the_missing_capability(nobody_dir):
-    res = _as_nobody("+bpf", ["-m", "dpuprof", "record", "-q", "-o", "x.rec", "--", "true"], nobody_dir)
+    res = as_nobody("+bpf", ["-m", "dpuprof", "record", "-q", "-o", "x.rec", "--", "true"], nobody_dir)
     print(res.stderr)
     assert res.returncode == 2 and "Traceback" not in res.stderr
     lines = res.stderr.strip().splitlines()
@@ -147,7 +111,7 @@ def test_record_as_nobody_with_capabilities_only(nobody_dir):
 
     caps = "+bpf,+perfmon,+dac_read_search,+syslog"
     workload = "dd if=/dev/zero bs=1M count=300 2>/dev/null | cat > /dev/null"
-    res = _as_nobody(caps, ["-m", "dpuprof", "record", "-q", "-o", "nobody.rec", "--", "sh", "-c", workload],
+    res = as_nobody(caps, ["-m", "dpuprof", "record", "-q", "-o", "nobody.rec", "--", "sh", "-c", workload],
                      nobody_dir)
     print(res.stderr)
     assert res.returncode == 0, res.stderr

@@ -36,7 +36,8 @@ ENABLES = {
     CAP_BPF: "load BPF programs and create maps (with CAP_PERFMON: tracing programs)",
     CAP_PERFMON: "system-wide perf events (cpu-clock sampling, tracepoints) and kernel reads from BPF",
     CAP_SYS_PTRACE: "read other users' /proc/PID/maps and stacks (-p, --cgroup, -a on their processes)",
-    CAP_SYS_ADMIN: "everything above on kernels before 5.8 (which have no CAP_BPF/CAP_PERFMON)",
+    CAP_SYS_ADMIN: "uprobes (collectives, --codec-uprobes: Linux 6.18 refused the uprobe PMU to CAP_PERFMON), "
+                   "and CAP_BPF's and CAP_PERFMON's work before Linux 5.8",
     CAP_DAC_READ_SEARCH: "read root-only tracefs (tracepoint formats and ids) without uid 0",
     CAP_SYSLOG: "kernel symbol addresses in /proc/kallsyms (kernel frames) when perf_event_paranoid > 1",
 }
