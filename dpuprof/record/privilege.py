@@ -154,7 +154,7 @@ def require_for_bpf() -> None:
                     kallsyms_verdict(addresses_visible())):
         if not verdict.ok:
             raise UserError(
-                f"recording with eBPF needs {' and '.join(verdict.missing)}: {verdict.why}. This process "
+                f"recording with eBPF needs root, or {' and '.join(verdict.missing)}: {verdict.why}. This process "
                 f"(uid {os.geteuid()}) has {', '.join(names(mask)) or 'none of the capabilities it uses'}; "
                 "run it with sudo, grant the capabilities (setpriv/capsh, systemd AmbientCapabilities=; "
                 "docs/kernel-notes.md), or use --probes psutil for a light recording without the "
