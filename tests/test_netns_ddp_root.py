@@ -40,6 +40,8 @@ STEPS = 8
 SIZES = ["--image-size", "64", "--crop", "64", "--hidden", "256", "--width", "256", "--layers", "1",
          "--batch-size", "8", "--shards", "4", "--workers", "0"]
 PORT = 29731
+# Typically 35-95 s on the shared 2-core VM (two torch imports and two bcc compiles share the cores).
+WAIT_S = 300
 
 
 def _sh(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -93,7 +95,7 @@ def _record_argv(data_dir: Path) -> list[str]:
     return [PYTHON, "-m", "dpuprof", "record", "-q", "-o", "run-%h.rec", "--probes", "net_dev,sock_io",
             "--no-python-frames", "--", PYTHON, str(TRAIN),
             "--variant", "plain", "--steps", str(STEPS), "--data-dir", str(data_dir), "--json",
-            "--timeout", "60", *SIZES]
+            "--timeout", str(WAIT_S), *SIZES]
 
 
 def _start(nodes: Nodes, i: int, cwd: Path) -> subprocess.Popen:
@@ -101,6 +103,33 @@ def _start(nodes: Nodes, i: int, cwd: Path) -> subprocess.Popen:
                MASTER_ADDR=nodes.addr[0], MASTER_PORT=str(PORT), GLOO_SOCKET_IFNAME=nodes.dev[i])
     return subprocess.Popen(nodes.command(i, _record_argv(cwd / f"data-{i}")), cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_all(procs: list[subprocess.Popen], deadline: float) -> list[tuple[str, str]]:
+    """(stdout, stderr) of each; past ``deadline`` the rest are stopped, and their output so far kept
+    for the failure message (returncode then says they were stopped)."""
+    outs = []
+    for p in procs:
+        try:
+            outs.append(p.communicate(timeout=max(1.0, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            p.terminate()  # record forwards SIGTERM to its command, then escalates to SIGKILL
+            outs.append(p.communicate(timeout=60))
+    return outs
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    """Each process is the recorder itself (nsenter, unshare and sh exec it): SIGTERM reaches its
+    command too; SIGKILL after 30 s."""
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
 
 
 def _net_by_dev(rec) -> dict:
@@ -118,15 +147,12 @@ def test_ddp_across_two_namespaces_goes_over_veth_and_merges_into_a_job_view(tmp
         nodes.open()
         t0 = time.monotonic()
         procs = [_start(nodes, i, tmp_path) for i in (0, 1)]
-        outs = [p.communicate(timeout=150) for p in procs]
+        outs = _wait_all(procs, deadline=time.monotonic() + WAIT_S)
         print(f"two recorded nodes in {time.monotonic() - t0:.1f} s (netem {nodes.netem})")
-        for p, (out, err) in zip(procs, outs):
-            assert p.returncode == 0, err[-3000:]
+        for i, (p, (out, err)) in enumerate(zip(procs, outs)):
+            assert p.returncode == 0, f"node {i} exited {p.returncode}:\n{err[-3000:]}"
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        _stop(procs)
         nodes.close()
     result = json.loads(outs[0][0].strip().splitlines()[-1])  # rank 0's JSON line
     assert result["world_size"] == 2 and result["steps"] == STEPS

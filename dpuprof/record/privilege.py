@@ -9,7 +9,10 @@ perf_event_open(2)); the reasons, and what was tried on which kernel, are in doc
   uid 0 it takes CAP_DAC_READ_SEARCH, or tracefs mounted with ``gid=`` of a group the user is in;
 - CAP_SYSLOG shows kernel symbol addresses in /proc/kallsyms (kernel frames) when
   kernel.perf_event_paranoid > 1;
-- CAP_SYS_PTRACE reads other users' /proc/PID/maps (their user frames), for -p, --cgroup and -a.
+- CAP_SYS_PTRACE reads other users' /proc/PID/maps (their user frames), for -p, --cgroup and -a;
+- uprobes (optional) took CAP_SYS_ADMIN on Linux 6.18 (the uprobe PMU refused CAP_PERFMON).
+
+The launched command gets none of them: its ambient set is cleared before exec (``clear_ambient``).
 
 The effective set comes from ``CapEff`` in /proc/self/status: a hexadecimal bit mask, bit N set
 when capability N is held.
@@ -141,6 +144,38 @@ def unreadable_tracefs(mounts: list[str] | None = None) -> str | None:
         except OSError:
             continue
     return mounts[0] if mounts else None
+
+
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4  # <linux/prctl.h>
+_CAP_VERSION_3 = 0x20080522  # _LINUX_CAPABILITY_VERSION_3: two 32-bit data words
+
+
+def clear_ambient() -> bool:
+    """Empty this process's ambient and inheritable capability sets (prctl(2)
+    PR_CAP_AMBIENT_CLEAR_ALL, capset(2)), so that a program it executes as a non-root user gets no
+    capabilities. Meant for the recorded command between fork and exec: a recorder started with
+    ``setpriv --ambient-caps`` or systemd AmbientCapabilities= would otherwise hand CAP_BPF etc. to
+    the workload. Lowering these sets needs no privilege. False if a call failed."""
+    import ctypes
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                    ("inheritable", ctypes.c_uint32)]
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        ok = libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) == 0
+        header, data = Header(_CAP_VERSION_3, 0), (Data * 2)()
+        if libc.capget(ctypes.byref(header), data) != 0:
+            return False
+        for word in data:
+            word.inheritable = 0
+        return ok and libc.capset(ctypes.byref(header), data) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def require_for_bpf() -> None:
