@@ -187,6 +187,7 @@ def test_privileges_are_this_process_capeff():
 
 
 @pytest.mark.root
+@pytest.mark.slow  # 14-19 s: doctor compiles and attaches its test programs
 def test_doctor_as_nobody_with_capabilities_only_is_ready(nobody_dir):
     caps = "+bpf,+perfmon,+dac_read_search,+syslog"
     res = as_nobody_with(caps, ["-m", "dpuprof", "doctor", "--format", "json"], nobody_dir)
