@@ -10,10 +10,13 @@ EPILOG = """\b
 Examples:
   sudo dpuprof doctor
   dpuprof doctor --format json
+  sudo setpriv --reuid=$USER --regid=$USER --init-groups --inh-caps=+bpf,+perfmon,+dac_read_search,+syslog \\
+      --ambient-caps=+bpf,+perfmon,+dac_read_search,+syslog -- dpuprof doctor   # capabilities, no root
 """
 
 
-MARKS = {"ok": "ok", "fallback": "ok (fallback)", "unreadable": "needs root", "not tried": "not tried"}
+MARKS = {"ok": "ok", "fallback": "ok (fallback)", "unreadable": "unreadable", "not tried": "not tried",
+         "not root": "no", "not held": "no"}
 
 
 def _mark(check: dict) -> str:
@@ -27,20 +30,24 @@ def _mark(check: dict) -> str:
 @click.command(epilog=EPILOG)
 @click.option("--format", "fmt", type=click.Choice(["terminal", "json"]), default="terminal", show_default=True)
 def doctor(fmt):
-    """Check root, bcc, kernel headers, tracefs, BTF, tracepoints, perf_event sampling and kprobe/fentry.
+    """Check privileges (uid, capabilities), bcc, kernel headers, tracefs, BTF, tracepoints,
+    perf_event sampling and kprobe/fentry.
 
-    Each line says ok, ok (fallback: works with a limit, e.g. headers of another kernel series),
-    needs root (present, but only root can read it), not tried, or MISSING. Without root, tracefs
-    is usually unreadable, and tracepoints are looked up in /proc/kallsyms instead. Exits 0 when
-    `dpuprof record` can run with eBPF, 1 otherwise. Background: docs/kernel-notes.md.
+    Recording needs capabilities, not uid 0: CAP_BPF + CAP_PERFMON (or CAP_SYS_ADMIN), tracefs
+    readable (root-only on most systems: CAP_DAC_READ_SEARCH) and kernel symbol addresses
+    (CAP_SYSLOG). Each capability dpuprof uses gets a line saying whether this process holds it and
+    what it enables. Each line says ok, ok (fallback: works with a limit, e.g. headers of another
+    kernel series), unreadable (present, but this user cannot read it), no (informational), not
+    tried, or MISSING. With tracefs unreadable, tracepoints are looked up in /proc/kallsyms instead.
+    Exits 0 when `dpuprof record` can run with eBPF, 1 otherwise. Background: docs/kernel-notes.md.
     """
     from dpuprof.cli.common import echo_json
-    from dpuprof.record.doctor import run_checks
+    from dpuprof.record.doctor import privileges, run_checks
 
     checks = run_checks()
     ok = all(c["ok"] or not c["required"] for c in checks)
     if fmt == "json":
-        echo_json({"ok": ok, "checks": checks})
+        echo_json({"ok": ok, "privileges": privileges(), "checks": checks})
     else:
         shown = None
         for c in checks:
@@ -50,6 +57,6 @@ def doctor(fmt):
                 line += f"\n{'':<36} fix: {c['fix']}"
                 shown = c["fix"]
             click.echo(line)
-        click.echo("ready to record with eBPF" if ok else "not ready: fix the MISSING and needs-root lines "
+        click.echo("ready to record with eBPF" if ok else "not ready: fix the MISSING and unreadable lines "
                    "above (or record without root: dpuprof record --probes psutil -- CMD)")
     sys.exit(0 if ok else 1)

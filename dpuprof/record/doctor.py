@@ -6,6 +6,8 @@ Each check is a dict: name, ok, required, status, detail, fix. ``status`` says m
 - ``fallback``: works, with a limit the detail names (headers of another kernel series);
 - ``unreadable``: present, but this user cannot read it (tracefs is root-only on most systems);
 - ``not tried``: depends on a check above that failed;
+- ``not root`` / ``not held``: informational (uid, one capability): record needs the required
+  checks, not uid 0 (dpuprof/record/privilege.py);
 - ``missing``: absent.
 
 What each check means for dpuprof, and why, is in docs/kernel-notes.md.
@@ -52,8 +54,12 @@ def _check(name, ok, detail, fix="", required=True, status=None) -> dict:
 def run_checks() -> list[dict]:
     checks = []
     root = os.geteuid() == 0
-    checks.append(_check("root", root, "running as root" if root else f"running as uid {os.geteuid()}",
-                         "run as root: sudo dpuprof record -- CMD"))
+    checks.append(_check("root", root, "running as root" if root else
+                         f"running as uid {os.geteuid()}: recording needs the capabilities below instead",
+                         "", required=False, status=None if root else "not root"))
+    caps = capability_checks()
+    checks.extend(caps)
+    may_bpf = next(c for c in caps if c["name"] == "eBPF privileges")["ok"]
     has_bcc, bcc_detail = bcc_available()
     checks.append(_check("bcc", has_bcc, f"bcc {bcc_detail}" if has_bcc else bcc_detail, INSTALL_HINT))
     headers = headers_check()
@@ -64,14 +70,60 @@ def run_checks() -> list[dict]:
     checks.append(_check("BTF", btf, "/sys/kernel/btf/vmlinux" if btf else "no /sys/kernel/btf/vmlinux",
                          "a kernel built with CONFIG_DEBUG_INFO_BTF=y (optional: bcc uses headers)", required=False))
     checks.extend(tracepoint_checks(tfs is not None))
-    can_compile = root and has_bcc and headers["ok"] and tfs is not None
+    can_compile = may_bpf and has_bcc and headers["ok"] and tfs is not None
     checks.append(_perf_event_check(can_compile))
     checks.extend(_optional_timing_checks(can_compile))
     return checks
 
 
+def privileges() -> dict:
+    """This process's privileges for ``doctor --format json``: ``uid`` (effective), ``root`` (bool),
+    ``cap_eff`` (the CapEff mask, hex), ``capabilities`` ({name: {"held": bool, "enables": text}})
+    for each capability dpuprof uses (privilege.REPORTED)."""
+    from dpuprof.record import privilege
+
+    mask = privilege.effective()
+    return {"uid": os.geteuid(), "root": os.geteuid() == 0, "cap_eff": f"{mask:016x}",
+            "capabilities": {privilege.NAMES[c]: {"held": privilege.has(mask, c), "enables": privilege.ENABLES[c]}
+                             for c in privilege.REPORTED}}
+
+
+CAPS_FIX = ("run as root (sudo), or grant CAP_BPF and CAP_PERFMON (setpriv --ambient-caps, systemd "
+            "AmbientCapabilities=; docs/kernel-notes.md)")
+
+
+def capability_checks(mask: int | None = None, kernel_last_cap: int | None = None) -> list[dict]:
+    """One informational check per capability dpuprof uses (held or not, what it enables), then the
+    required ones: "eBPF privileges" (CAP_BPF + CAP_PERFMON, or CAP_SYS_ADMIN) and "kernel symbols"
+    (/proc/kallsyms addresses visible). ``mask`` defaults to this process's CapEff."""
+    from dpuprof.record import kallsyms, privilege
+
+    mask = privilege.effective() if mask is None else mask
+    last = privilege.last_cap() if kernel_last_cap is None else kernel_last_cap
+    out = []
+    for cap in privilege.REPORTED:
+        name = privilege.NAMES[cap]
+        held = privilege.has(mask, cap)
+        known = cap <= last
+        detail = ("held" if held else "not held" if known else "unknown to this kernel") + \
+            f": {privilege.ENABLES[cap]}"
+        out.append(_check(f"capability {name}", held, detail, "", required=False,
+                          status=None if held else "not held"))
+    verdict = privilege.bpf_verdict(mask, last)
+    held = ", ".join(privilege.names(mask)) or "none"
+    out.append(_check("eBPF privileges", verdict.ok,
+                      f"may load and attach the probes (holds {held})" if verdict.ok
+                      else f"needs {' and '.join(verdict.missing)}: {verdict.why} (holds {held})", CAPS_FIX))
+    visible = kallsyms.addresses_visible()
+    out.append(_check("kernel symbols", visible,
+                      "/proc/kallsyms shows addresses: kernel frames are named" if visible else
+                      "/proc/kallsyms shows zero addresses to this process: kernel frames would be [unknown]",
+                      "run as root, or grant CAP_SYSLOG (or sysctl kernel.perf_event_paranoid=1)"))
+    return out
+
+
 HEADERS_FIX = "sudo scripts/install-bcc.sh (installs linux-headers, falls back to the newest)"
-ROOT_FIX = "run as root: sudo dpuprof doctor"
+ROOT_FIX = "run as root (sudo dpuprof doctor), or grant CAP_DAC_READ_SEARCH (docs/kernel-notes.md)"
 
 
 def _series(release: str) -> tuple[int, int] | None:
@@ -133,7 +185,8 @@ def tracefs_check() -> tuple[Path | None, dict]:
     mounted = _tracefs_mounts()
     for cand in probemod.TRACEFS_CANDIDATES:
         if cand in mounted or (os.path.isdir(cand) and not os.access(cand, os.R_OK | os.X_OK)):
-            return None, _check("tracefs", False, f"{cand} is mounted but not readable without root",
+            return None, _check("tracefs", False, f"{cand} is mounted but not readable by this user "
+                                "(root, or CAP_DAC_READ_SEARCH)",
                                 ROOT_FIX, status="unreadable")
     return None, _check("tracefs", False, "not mounted", "sudo mount -t tracefs nodev /sys/kernel/tracing")
 
@@ -166,11 +219,11 @@ def tracepoint_checks(tracefs_readable: bool) -> list[dict]:
             if tracefs_readable:
                 out.append(_check(name, probemod.tracepoint_exists(tp), used, missing_fix, required=required))
             elif from_kallsyms is None:
-                out.append(_check(name, False, f"{used}; not checked: tracefs not readable without root",
+                out.append(_check(name, False, f"{used}; not checked: tracefs not readable by this user",
                                   ROOT_FIX, required=required, status="unreadable"))
             elif tp.split(":", 1)[1] in from_kallsyms:
                 out.append(_check(name, False, f"{used}; in the kernel (/proc/kallsyms), its tracefs "
-                                  "format not readable without root", ROOT_FIX, required=required,
+                                  "format not readable by this user", ROOT_FIX, required=required,
                                   status="unreadable"))
             else:
                 out.append(_check(name, False, f"{used}; not in /proc/kallsyms", missing_fix, required=required))
@@ -180,7 +233,8 @@ def tracepoint_checks(tracefs_readable: bool) -> list[dict]:
 def _perf_event_check(can_compile: bool) -> dict:
     name = "perf_event cpu-clock sampling"
     if not can_compile:
-        return _check(name, False, "not tried (needs root, bcc, headers and tracefs)", "fix the lines above",
+        return _check(name, False, "not tried (needs eBPF privileges, bcc, headers and tracefs)",
+                      "fix the lines above",
                       status="not tried")
     from dpuprof.record.bcc_loader import import_bcc
     bcc = import_bcc()
@@ -191,7 +245,7 @@ def _perf_event_check(can_compile: bool) -> dict:
         b.cleanup()
     except Exception as err:
         return _check(name, False, str(err).splitlines()[0][:200],
-                      "a kernel with CONFIG_BPF_EVENTS and perf_event_paranoid allowing root")
+                      "a kernel with CONFIG_BPF_EVENTS, and CAP_PERFMON (or root)")
     return _check(name, True, "software cpu-clock with BPF stack maps works")
 
 

@@ -120,10 +120,8 @@ class Recorder:
     def _check_prerequisites(self):
         if self.opts.psutil_only:
             return
-        if os.geteuid() != 0:
-            raise UserError("recording with eBPF needs root: run it with sudo "
-                            "(sudo dpuprof record -- CMD), or use --probes psutil for a light "
-                            "recording without the category split")
+        from dpuprof.record.privilege import require_for_bpf
+        require_for_bpf()  # capabilities, not uid 0: one line naming what is missing (privilege.py)
         from dpuprof.record.bcc_loader import import_bcc
         import_bcc()
         from dpuprof.record.procfs import in_host_pidns

@@ -1,7 +1,7 @@
 """Turn sampled addresses into frame strings while the processes are still alive.
 
-Kernel addresses resolve through /proc/kallsyms (bcc's ksym). User addresses need the process's
-memory map, so they are resolved at every drain, before short-lived tools and DataLoader workers
+Kernel addresses resolve through /proc/kallsyms (bcc's ksym as uid 0, else kallsyms.py). User
+addresses need the process's memory map, so they are resolved at every drain, before short-lived tools and DataLoader workers
 exit. bcc's symbol cache reads a process's map once and does not notice libraries loaded later (a
 lazy ``import cryptography``), so the map is kept here too and re-read on a miss; when the re-read
 finds the address in a new mapping, the process's bcc cache is rebuilt. The bcc caches are owned
@@ -83,6 +83,16 @@ class ProcessMaps:
         return None
 
 
+def _kernel_resolver(bpf_cls):
+    """addr -> kernel function name: bcc's ksym as uid 0; else /proc/kallsyms read by
+    dpuprof.record.kallsyms (bcc resolves no kernel address unless euid is 0)."""
+    if os.geteuid() == 0:
+        return lambda addr: bpf_cls.ksym(addr).decode("utf-8", "replace")
+    from dpuprof.record.kallsyms import KernelSymbols
+
+    return KernelSymbols().name
+
+
 class Symbolizer:
     """Frame strings for kernel and user addresses, cached. ``bpf_cls`` is ``bcc.BPF``."""
 
@@ -91,6 +101,7 @@ class Symbolizer:
         from bcc.libbcc import lib
 
         self._bpf = bpf_cls
+        self._ksym = _kernel_resolver(bpf_cls)
         self._symcache_cls = SymbolCache
         self._free_symcache = lib.bcc_free_symcache
         self._symcaches: dict[int, object] = {}
@@ -113,7 +124,7 @@ class Symbolizer:
     def kernel(self, addr: int) -> str:
         sym = self._kcache.get(addr)
         if sym is None:
-            sym = clean(self._bpf.ksym(addr).decode("utf-8", "replace"))
+            sym = clean(self._ksym(addr))
             self._kcache[addr] = sym
         return sym
 
