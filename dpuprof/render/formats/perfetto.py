@@ -14,7 +14,7 @@ What the trace holds, per run:
 
 - pid 0 ("HOST: ... (dpuprof)", the idle task's pid, never a real process of the run): host-wide
   counters -- CPU by category in cores (``host cpu (cores)``, one counter series per category),
-  network and disk MB/s, IOPS, and per GPU utilisation % and memory MiB;
+  network and disk MB/s, IOPS, and per GPU ``gpu N util (%)`` and ``gpu N memory (MiB)``;
 - each process of the ``processes`` table with busy CPU: a ``cpu (cores)`` counter with one series
   per category, 0 where the process was not seen;
 - stack samples as instant events (``"ph": "i"``, thread scope) on the process's main thread: the
@@ -92,13 +92,30 @@ def _host_events(v: RunView, rec, clock: _Clock, pid: int) -> list[dict]:
         for name, series in IO_TRACKS.items():
             frame = pd.DataFrame({k: io[col] * scale for k, (col, scale) in series.items() if col in io})
             events += _counter_series(name, pid, iv["t_start"], frame, clock.end)
-    gpu = rec.table("gpu")
-    for index, g in gpu.groupby("gpu_index"):
-        g = g[g["interval"].isin(iv.index)].sort_values("interval")
-        starts = iv.loc[g["interval"], "t_start"]
-        frame = pd.DataFrame({"util_pct": g["util_pct"].fillna(0).to_numpy(),
-                              "mem_used_MiB": (g["mem_used_bytes"].fillna(0) / 2 ** 20).to_numpy()})
-        events += _counter_series(f"gpu {int(index)}", pid, starts, frame, clock.end)
+    return events + _gpu_events(rec, clock, pid)
+
+
+def _gpu_events(rec, clock: _Clock, pid: int) -> list[dict]:
+    """Per GPU (dpuprof/render/gpu.py) two counter tracks on the host: ``gpu N util (%)`` and
+    ``gpu N memory (MiB)`` {used, total}, stamped with the intervals' times as the CPU tracks are.
+    A refused NVML field is left out of its event rather than drawn as 0."""
+    from dpuprof.render.gpu import gpu_view
+
+    gpu, _ = gpu_view(rec)
+    if gpu is None:
+        return []
+    events = []
+    tl = gpu.timeline[gpu.timeline["interval"].isin(clock.iv.index)]
+    for index, g in tl.groupby("gpu_index"):
+        starts = clock.iv.loc[g["interval"], "t_start"]
+        util = pd.DataFrame({"util": g["util_pct"].to_numpy()})
+        mem = pd.DataFrame({"used": (g["mem_used_bytes"] / 2 ** 20).to_numpy(),
+                            "total": (g["mem_total_bytes"] / 2 ** 20).to_numpy()})
+        for name, frame in ((f"gpu {int(index)} util (%)", util), (f"gpu {int(index)} memory (MiB)", mem)):
+            series = _counter_series(name, pid, starts, frame.fillna(-1.0), clock.end)
+            for ev in series:  # NaN (not answered) was marked -1: drop it from the event's args
+                ev["args"] = {k: v for k, v in ev["args"].items() if v != -1.0}
+            events += [ev for ev in series if ev["args"]]
     return events
 
 
