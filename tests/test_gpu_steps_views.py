@@ -203,3 +203,34 @@ def test_recording_without_markers_has_no_steps(tmp_path):
     rep = build_report([tmp_path / "plain.rec"])
     assert json.loads(registry.get("json")(rep).main)["steps"] is None
     assert "Per step" not in registry.get("terminal")(rep).main.decode()
+
+
+# ------------------------------------------------------------------------------------------ HTML
+
+def _visible(page: str) -> str:
+    import html
+    import re
+
+    page = re.sub(r"<(script|style)[^>]*>.*?</\1>", " ", page, flags=re.S)
+    return html.unescape(re.sub(r"<[^>]+>", " ", page))
+
+
+def test_html_gpu_panel_steps_and_window_on_synthetic(gsynth):
+    page = registry.get("html")(build_report([gsynth])).main.decode()
+    text = " ".join(_visible(page).split())
+    assert 'id="fig-gpu-over-time"' in page and "data:image/png;base64," in page
+    assert page.index('id="fig-categories-over-time"') < page.index('id="fig-gpu-over-time"')  # under the CPU chart
+    assert "Fake H100 45.0 90.0 15.00 80.00 12" in text and "python3 yes 33.8 75.0 14.00" in text
+    assert "18 steps (step markers of pid 1000)" in text and METHOD in text
+    assert "Window: the whole run, 0–6.0 s" in text
+
+
+def test_html_no_gpu_line_and_steady_window_on_fixture(fixture_copy):
+    path = fixture_copy("ddp-encrypted")
+    rec = load(path)
+    text = " ".join(_visible(registry.get("html")(build_report([path])).main.decode()).split())
+    assert gpu_view(rec)[1] in text and "Window: the whole run" in text and "Per step" in text
+    text = " ".join(_visible(registry.get("html")(build_report([path], time_range="steady")).main.decode()).split())
+    assert "Window: steady state (--time steady)" in text and "chosen by step markers" in text
+    text = " ".join(_visible(registry.get("html")(build_report([path], time_range="5:15")).main.decode()).split())
+    assert "Window: 5.0–15.0 s of the recording (10 intervals), --time 5:15 as given." in text
