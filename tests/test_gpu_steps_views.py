@@ -234,3 +234,16 @@ def test_html_no_gpu_line_and_steady_window_on_fixture(fixture_copy):
     assert "Window: steady state (--time steady)" in text and "chosen by step markers" in text
     text = " ".join(_visible(registry.get("html")(build_report([path], time_range="5:15")).main.decode()).split())
     assert "Window: 5.0–15.0 s of the recording (10 intervals), --time 5:15 as given." in text
+
+
+def test_perfetto_gpu_tracks_per_process_and_valid(gsynth):
+    from test_report_perfetto import check_trace_event_format
+
+    trace = json.loads(registry.get("perfetto")(build_report([gsynth])).main)
+    assert check_trace_event_format(trace) == []
+    ev = trace["traceEvents"]
+    sm = [e for e in ev if e["name"] == "gpu 0 (%)" and e["pid"] == 1000]
+    assert [e["args"]["sm"] for e in sm[:-1]] == pytest.approx([3.0 * UTIL[k % 4] / 4 for k in range(12)])
+    mem = [e for e in ev if e["name"] == "gpu 0 memory (MiB)" and e["pid"] == 1000]
+    assert mem[0]["args"] == {"used": 3 * 1024.0}
+    assert not [e for e in ev if e["name"] == "gpu 0 memory (MiB)" and e["pid"] == 1001]  # NVML gave no memory

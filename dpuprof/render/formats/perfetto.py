@@ -17,6 +17,8 @@ What the trace holds, per run:
   network and disk MB/s, IOPS, and per GPU ``gpu N util (%)`` and ``gpu N memory (MiB)``;
 - each process of the ``processes`` table with busy CPU: a ``cpu (cores)`` counter with one series
   per category, 0 where the process was not seen;
+- each process NVML saw on a GPU (schema v3 ``gpu_process``): ``gpu N (%)`` {sm} and
+  ``gpu N memory (MiB)`` {used} counters on its own track;
 - stack samples as instant events (``"ph": "i"``, thread scope) on the process's main thread: the
   recording keeps stack samples per interval, not per sample, so each (interval, process, stack)
   becomes one instant at the interval's start, named after the leaf frame, with ``args``
@@ -119,6 +121,33 @@ def _gpu_events(rec, clock: _Clock, pid: int) -> list[dict]:
     return events
 
 
+def _gpu_process_events(rec, clock: _Clock, shift: int, known: set[int]) -> list[dict]:
+    """Per process on a GPU (schema v3 ``gpu_process``, where NVML gives it): a ``gpu N (%)``
+    counter {sm} on the process's track, and ``gpu N memory (MiB)`` {used}; a process with no
+    CPU track yet is named from the processes table."""
+    gp = rec.table("gpu_process")
+    gp = gp[gp["interval"].isin(clock.iv.index)]
+    if gp.empty:
+        return []
+    procs = rec.table("processes").drop_duplicates("pid").set_index("pid")["comm"]
+    events = []
+    for (pid, index), g in gp.sort_values("interval").groupby(["pid", "gpu_index"]):
+        pid = int(pid)
+        if pid not in known:
+            known.add(pid)
+            events.append(_meta("process_name", pid + shift, pid + shift, name=procs.get(pid) or f"pid {pid}"))
+        starts = clock.iv.loc[g["interval"], "t_start"]
+        for name, frame in ((f"gpu {int(index)} (%)", pd.DataFrame({"sm": g["sm_util_pct"].to_numpy()})),
+                            (f"gpu {int(index)} memory (MiB)",
+                             pd.DataFrame({"used": (g["mem_used_bytes"] / 2 ** 20).to_numpy()}))):
+            if frame.iloc[:, 0].isna().all():
+                continue
+            series = _counter_series(name, pid + shift, starts, frame.fillna(-1.0), clock.end)
+            events += [dict(ev, args={k: v for k, v in ev["args"].items() if v != -1.0}) for ev in series
+                       if any(v != -1.0 for v in ev["args"].values())]
+    return events
+
+
 def _process_events(rec, clock: _Clock, shift: int) -> list[dict]:
     """Names and per-process CPU counters of every process of the processes table with busy CPU."""
     procs = rec.table("processes").drop_duplicates("pid").set_index("pid")
@@ -198,6 +227,7 @@ def run_events(v: RunView, k: int) -> list[dict]:
     if rec.category_split:
         events += _process_events(rec, clock, shift)
     known = {int(e["pid"]) - shift for e in events if e["name"] == "process_name"} - {HOST_PID}
+    events += _gpu_process_events(rec, clock, shift, known)
     events += _thread_events(rec, clock, shift, known)
     events += _stack_events(rec, clock, shift, known)
     events += _marker_events(rec, clock, shift)
