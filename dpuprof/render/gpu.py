@@ -91,7 +91,8 @@ def gpu_view(rec) -> tuple[GpuView | None, str | None]:
                             "util_mean_pct": by["util_pct"].mean(), "util_max_pct": by["util_pct"].max(),
                             "mem_max_bytes": by["mem_used_bytes"].max(),
                             "mem_total_bytes": by["mem_total_bytes"].max()})
-    devices.insert(0, "name", [names[int(i)] if isinstance(names, list) and 0 <= int(i) < len(names) else f"GPU {int(i)}"
+    named = isinstance(names, list)
+    devices.insert(0, "name", [str(names[int(i)]) if named and 0 <= int(i) < len(names) else f"GPU {int(i)}"
                                for i in devices.index])
     return GpuView(devices, tl, _processes(rec, devices)), None
 
@@ -131,8 +132,8 @@ def process_lines(view: GpuView, top: int = 5) -> list[str]:
     """The busiest processes per device, one line each (empty without per-process figures)."""
     out = []
     for r in view.processes.groupby("gpu_index").head(top).itertuples(index=False):
-        sm = "SM ?" if r.sm_util_mean_pct != r.sm_util_mean_pct else \
-            f"SM {r.sm_util_mean_pct:.0f} %" + ("" if r.sm_share != r.sm_share else f" ({100 * r.sm_share:.0f} % of the GPU's)")
+        share = "" if r.sm_share != r.sm_share else f" ({100 * r.sm_share:.0f} % of the GPU's)"
+        sm = "SM ?" if r.sm_util_mean_pct != r.sm_util_mean_pct else f"SM {r.sm_util_mean_pct:.0f} %{share}"
         mem = "" if r.mem_max_bytes != r.mem_max_bytes else f", memory max {r.mem_max_bytes / 2 ** 30:.2f} GiB"
         out.append(f"GPU {int(r.gpu_index)} pid {int(r.pid)} {r.comm}: {sm}{mem}")
     return out

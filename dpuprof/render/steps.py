@@ -56,7 +56,8 @@ class StepsView:
 
         return {"count": int(len(f)), "marker": self.kind, "boundaries_pid": self.pid, "ranks": self.ranks,
                 "wall_s": stats("wall_s", True), "infra_cpu_s": stats("infra_cpu_s", True),
-                "cpu_s": stats("cpu_s"), "infra_share": round(float(f["infra_cpu_s"].sum()) / busy, 6) if busy else None,
+                "cpu_s": stats("cpu_s"),
+                "infra_share": round(float(f["infra_cpu_s"].sum()) / busy, 6) if busy else None,
                 "method": METHOD}
 
     def as_dict(self) -> dict:
@@ -67,8 +68,9 @@ class StepsView:
 
     def summary_line(self) -> str:
         s = self.summary()
-        return (f"{s['count']} steps ({s['marker']} markers of pid {self.pid}"
-                f"{f', 1 of {self.ranks} ranks' if self.ranks > 1 else ''}): wall median {s['wall_s']['median']:.3f} s, "
+        ranks = f", 1 of {self.ranks} ranks" if self.ranks > 1 else ""
+        return (f"{s['count']} steps ({s['marker']} markers of pid {self.pid}{ranks}): "
+                f"wall median {s['wall_s']['median']:.3f} s, "
                 f"p90 {s['wall_s']['p90']:.3f} s; infrastructure CPU per step median "
                 f"{s['infra_cpu_s']['median']:.3f} s, mean {s['infra_cpu_s']['mean']:.3f} s "
                 f"({METHOD})")

@@ -245,8 +245,8 @@ def body_compare(report: Report, progress) -> str:
     parts += ["<h2>Measured, not claimed</h2>",
               f"<h3>A: {e(a.name)}</h3>{vendor_table(a)}",
               f"<h3>B: {e(b.name)}</h3>{vendor_table(b)}",
-              _charts(report, progress)] + [S.gpu_section(x, table, figure).replace("<h2>GPU</h2>", f"<h2>GPU — {tag}</h2>")
-                                            + S.steps_section(x, table) for tag, x in (("A", a), ("B", b))]
+              _charts(report, progress)] + [S.gpu_section(x, table, figure, f"GPU — {tag}") + S.steps_section(x, table)
+                                            for tag, x in (("A", a), ("B", b))]
     if a.category_split and b.category_split:
         if progress:
             progress.step("flame graphs")
@@ -265,12 +265,12 @@ def body_compare(report: Report, progress) -> str:
 def body_merge(report: Report, progress) -> str:
     t = report.total
     parts = [f"<h1>dpuprof cluster report: {len(report.runs)} nodes</h1>", meta_line(t),
-             *[S.window_line(n).replace("Window:", f"{e(n.name)} window:") for n in report.runs], notes(t.warnings),
+             *[S.window_line(n, f"{n.name}: ") for n in report.runs], notes(t.warnings),
              kpis(t), "<h2>Per node and total</h2>",
              table(T.NODE_HEADER, T.node_rows(report.runs, t), num_cols=range(2, len(T.NODE_HEADER)),
                    classes=[""] * len(report.runs) + ["sig"]),
              "<h2>Measured, not claimed (cluster total)</h2>", vendor_table(t), _charts(report, progress),
-             *[S.gpu_section(n, table, figure).replace("<h2>GPU</h2>", f"<h2>GPU — {e(n.name)}</h2>") for n in report.runs]]
+             *[S.gpu_section(n, table, figure, f"GPU — {n.name}") for n in report.runs]]
     if t.category_split:
         if progress:
             progress.step("flame graph")

@@ -1,7 +1,6 @@
 """HTML pieces for the GPU beside the host, the per-step view and the time window a report covers.
 
-Each returns an HTML fragment (every recorded string escaped) and ``*_context`` the plain values
-behind it, for a template to lay out instead.
+Each returns an HTML fragment, every string from a recording escaped; html.py places them.
 """
 
 from __future__ import annotations
@@ -31,8 +30,9 @@ def window_text(v: RunView) -> str:
     return f"Window: steady state (--time steady), {span}; chosen by {how}."
 
 
-def window_line(v: RunView) -> str:
-    return f'<p class="window" role="note"><b>{e(window_text(v))}</b></p>'
+def window_line(v: RunView, prefix: str = "") -> str:
+    """The window line as a visible paragraph (``prefix``: a node's name in a cluster report)."""
+    return f'<p class="window" role="note"><b>{e(prefix + window_text(v))}</b></p>'
 
 
 def _gib(x) -> str:
@@ -43,7 +43,7 @@ def _pct(x) -> str:
     return "?" if x is None or x != x else f"{float(x):.1f}"
 
 
-def gpu_section(v: RunView, table, figure) -> str:
+def gpu_section(v: RunView, table, figure, heading: str = "GPU") -> str:
     """``<h2>GPU</h2>``: the timeline chart (same x axis as Categories over time), the devices and
     per-process shares; or the one "no GPU recorded: ..." line. ``table``/``figure``: html.py's
     table and figure builders."""
@@ -55,14 +55,14 @@ def gpu_section(v: RunView, table, figure) -> str:
 
     gpu, note = gpu_view(v.recording)
     if gpu is None:
-        return f'<h2>GPU</h2><p class="gpu-none">{e(note)}</p>'
+        return f'<h2>{e(heading)}</h2><p class="gpu-none">{e(note)}</p>'
     x = v.timeline.index
     xlim = (float(x.min()), float(x.max()) + v.interval_s) if len(x) else None
     png = to_png(gpu_timeline(gpu, f"GPU over time — {v.name}", xlim, step_s=v.interval_s))
     d = gpu.devices
     rows = [[str(int(i)), r["name"], _pct(r["util_mean_pct"]), _pct(r["util_max_pct"]), _gib(r["mem_max_bytes"]),
              _gib(r["mem_total_bytes"]), str(int(r["intervals"]))] for i, r in d.iterrows()]
-    parts = ["<h2>GPU</h2>",
+    parts = [f"<h2>{e(heading)}</h2>",
              figure("GPU over time", "NVML utilisation (solid, left) and device memory used (dashed, right) per "
                     "interval, on the x axis of Categories over time.", png, "gpu-over-time"),
              table(["GPU", "name", "util mean %", "util max %", "memory max GiB", "memory GiB", "intervals"],
@@ -73,8 +73,8 @@ def gpu_section(v: RunView, table, figure) -> str:
                  _pct(r.sm_util_mean_pct), _pct(100 * r.sm_share if r.sm_share == r.sm_share else None),
                  _gib(r.mem_max_bytes)] for r in p.itertuples(index=False)]
         parts += ["<h3>Per process (NVML)</h3>",
-                  table(["GPU", "pid", "process", "workload", "SM util mean %", "share of GPU's SM %", "memory max GiB"],
-                        prow, num_cols=(0, 1, 4, 5, 6))]
+                  table(["GPU", "pid", "process", "workload", "SM util mean %", "share of GPU's SM %",
+                         "memory max GiB"], prow, num_cols=(0, 1, 4, 5, 6))]
     return "".join(parts)
 
 
