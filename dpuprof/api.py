@@ -125,9 +125,12 @@ class Run:
     def summary(self) -> dict:
         """The summary ``dpuprof report --format json`` prints for this run (without a projection):
         host_cpu, workload_cpu, processes, io, net, lost_shares, recorder, window ... in CPU s."""
+        from dpuprof.render.formats.json_format import run_data
         from dpuprof.render.view import build_view
 
-        return build_view(self.recording).summary
+        view = build_view(self.recording)
+        view.recording = self.recording
+        return run_data(view)  # with the gpu and steps views, as the JSON has them
 
 
 def load(path: str | os.PathLike, time: str | None = None) -> Run:

@@ -167,8 +167,10 @@ def test_gpu_threads_and_markers_become_tracks(synth):
     trace = json.loads(render(Report("single", [view]), "perfetto").main)
     assert check_trace_event_format(trace) == []
     ev = trace["traceEvents"]
-    gpu = [e for e in ev if e["name"] == "gpu 1" and e["ph"] == "C"]
-    assert gpu and gpu[0]["args"] == {"util_pct": 50.0, "mem_used_MiB": 1024.0} and gpu[0]["pid"] == 0
+    gpu = [e for e in ev if e["name"] == "gpu 1 util (%)" and e["ph"] == "C"]
+    assert gpu and gpu[0]["args"] == {"util": 50.0} and gpu[0]["pid"] == 0
+    mem = [e for e in ev if e["name"] == "gpu 1 memory (MiB)" and e["ph"] == "C"]
+    assert mem and mem[0]["args"] == {"used": 1024.0}  # no mem_total_bytes column: total left out
     assert {"pid": 1000, "tid": 1005, "name": "pt_main_thread"} in [
         {"pid": e["pid"], "tid": e["tid"], "name": e["args"]["name"]} for e in ev if e["name"] == "thread_name"]
     th = [e for e in ev if e["name"] == "thread 1005 pt_main_thread (cores)"]

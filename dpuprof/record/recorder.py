@@ -26,7 +26,8 @@ from dpuprof.record.perfmap import ENV as PYTHON_ENV
 from dpuprof.record.perfmap import python_frames_status
 from dpuprof.record.status import StatusLine
 from dpuprof.record.targets import Target, Workload
-from dpuprof.record.telemetry import GpuTelemetry, HostTelemetry, ProcessTelemetry, is_process, process_info
+from dpuprof.record.gpu import GpuTelemetry
+from dpuprof.record.telemetry import HostTelemetry, ProcessTelemetry, is_process, process_info
 from dpuprof.recording.writer import RecordingWriter
 
 
@@ -412,7 +413,7 @@ class Recorder:
         tables["lost"] = tables.get("lost", []) + thread_tables.pop("lost")
         tables.update(thread_tables)
         tables.update(host.sample())
-        tables["gpu"] = gpu.sample()
+        tables.update(gpu.sample())  # gpu, gpu_process (dpuprof/record/gpu.py)
         processes = [(pid, *self.known_procs[pid]) for pid in sorted(self.dirty_procs)]
         self.dirty_procs.clear()
         writer.write_interval(self.interval, t0, t1, tables, processes=processes, stacks=stacks_new,

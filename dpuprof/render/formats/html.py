@@ -22,6 +22,7 @@ from string import Template
 from dpuprof import __version__
 from dpuprof.categories import INFRASTRUCTURE
 from dpuprof.render import tables as T
+from dpuprof.render.formats import html_sections as S
 from dpuprof.render.formats.json_format import data_for
 from dpuprof.render.view import Report, RunView
 from dpuprof.render.output import Rendered
@@ -212,10 +213,10 @@ def _flame(v: RunView, title: str, svg_id: str) -> str:
 
 def body_single(report: Report, progress) -> str:
     v = report.main
-    parts = [f"<h1>dpuprof report: {e(v.name)}</h1>", meta_line(v), notes(v.warnings), kpis(v),
+    parts = [f"<h1>dpuprof report: {e(v.name)}</h1>", meta_line(v), S.window_line(v), notes(v.warnings), kpis(v),
              "<h2>Measured, not claimed</h2>",
              "<p>The vendor table, with numbers from this recording. Ranges are 95 % intervals.</p>",
-             vendor_table(v), _charts(report, progress)]
+             vendor_table(v), _charts(report, progress), S.gpu_section(v, table, figure), S.steps_section(v, table)]
     if v.category_split:
         if progress:
             progress.step("flame graph")
@@ -231,7 +232,7 @@ def body_compare(report: Report, progress) -> str:
 
     a, b = report.runs
     parts = [f"<h1>dpuprof comparison: A = {e(a.name)}, B = {e(b.name)}</h1>",
-             "<h3>A</h3>", meta_line(a), "<h3>B</h3>", meta_line(b),
+             "<h3>A</h3>", meta_line(a), S.window_line(a), "<h3>B</h3>", meta_line(b), S.window_line(b),
              notes([f"A: {w}" for w in a.warnings] + [f"B: {w}" for w in b.warnings])]
     if report.comparison is not None and a.category_split and b.category_split:
         cmp = report.comparison
@@ -244,7 +245,8 @@ def body_compare(report: Report, progress) -> str:
     parts += ["<h2>Measured, not claimed</h2>",
               f"<h3>A: {e(a.name)}</h3>{vendor_table(a)}",
               f"<h3>B: {e(b.name)}</h3>{vendor_table(b)}",
-              _charts(report, progress)]
+              _charts(report, progress)] + [S.gpu_section(x, table, figure, f"GPU — {tag}") + S.steps_section(x, table)
+                                            for tag, x in (("A", a), ("B", b))]
     if a.category_split and b.category_split:
         if progress:
             progress.step("flame graphs")
@@ -262,11 +264,13 @@ def body_compare(report: Report, progress) -> str:
 
 def body_merge(report: Report, progress) -> str:
     t = report.total
-    parts = [f"<h1>dpuprof cluster report: {len(report.runs)} nodes</h1>", meta_line(t), notes(t.warnings),
+    parts = [f"<h1>dpuprof cluster report: {len(report.runs)} nodes</h1>", meta_line(t),
+             *[S.window_line(n, f"{n.name}: ") for n in report.runs], notes(t.warnings),
              kpis(t), "<h2>Per node and total</h2>",
              table(T.NODE_HEADER, T.node_rows(report.runs, t), num_cols=range(2, len(T.NODE_HEADER)),
                    classes=[""] * len(report.runs) + ["sig"]),
-             "<h2>Measured, not claimed (cluster total)</h2>", vendor_table(t), _charts(report, progress)]
+             "<h2>Measured, not claimed (cluster total)</h2>", vendor_table(t), _charts(report, progress),
+             *[S.gpu_section(n, table, figure, f"GPU — {n.name}") for n in report.runs]]
     if t.category_split:
         if progress:
             progress.step("flame graph")

@@ -1,6 +1,10 @@
 """``--format json``: the summary contract of ``dpuprof.recording.summary`` (record issue), plus a
 ``projection`` key when a projection exists.
 
+Beside the summary, per run (dpuprof/render/gpu.py, steps.py): ``gpu`` (devices, per-process
+shares, the per-interval timeline; null without GPU samples, then ``gpu_note`` says why) and ``steps``
+(summary and per-step table; null without step markers).
+
 Several recordings: ``{"kind": "compare"|"merge", "runs": [summary, ...]}`` plus ``comparison``
 (per-category shares and the z-test) or ``total`` (the summed cluster summary).
 """
@@ -13,13 +17,28 @@ from dpuprof.render.view import Report
 from dpuprof.render.output import Rendered
 
 
+def run_data(v) -> dict:
+    """A run's summary plus its GPU and per-step views (where it has its recording)."""
+    if v.recording is None:  # a merged cluster total: each node carries its own
+        return v.summary
+    from dpuprof.render.gpu import gpu_view
+    from dpuprof.render.steps import steps_view
+
+    gpu, note = gpu_view(v.recording)
+    steps = steps_view(v.recording)
+    extra = {"gpu": None if gpu is None else gpu.as_dict(), "steps": None if steps is None else steps.as_dict()}
+    if note:
+        extra["gpu_note"] = note
+    return dict(v.summary, **extra)
+
+
 def data_for(report: Report) -> dict:
     """The JSON object for ``report`` (also embedded in the HTML report)."""
     from dpuprof.render.compare import comparison_json
 
     if report.kind == "single":
-        return report.main.summary
-    out = {"kind": report.kind, "runs": [v.summary for v in report.runs]}
+        return run_data(report.main)
+    out = {"kind": report.kind, "runs": [run_data(v) for v in report.runs]}
     if report.total is not None:
         out["total"] = report.total.summary
     if report.comparison is not None:

@@ -50,6 +50,22 @@ def _run(v: RunView, level: str = "##") -> list[str]:
     procs = T.process_rows(v)
     if procs:
         out += [f"{level} Workload processes", "", table(T.PROCESS_HEADER, procs, right=(0, 2, 3)), ""]
+    return out + _gpu_and_steps(v, level)
+
+
+def _gpu_and_steps(v: RunView, level: str) -> list[str]:
+    """The GPU beside the host (or the "no GPU recorded" line) and the per-step summary."""
+    if v.recording is None:  # a merged cluster total: each node shows its own
+        return []
+    from dpuprof.render.gpu import device_lines, gpu_view, process_lines
+    from dpuprof.render.steps import steps_view
+
+    gpu, note = gpu_view(v.recording)
+    out = [f"{level} GPU", ""] + ([md(note)] if gpu is None else
+                                  [f"- {md(ln)}" for ln in device_lines(gpu) + process_lines(gpu)]) + [""]
+    steps = steps_view(v.recording)
+    if steps is not None:
+        out += [f"{level} Per step", "", md(steps.summary_line()), ""]
     return out
 
 

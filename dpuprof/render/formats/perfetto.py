@@ -14,9 +14,11 @@ What the trace holds, per run:
 
 - pid 0 ("HOST: ... (dpuprof)", the idle task's pid, never a real process of the run): host-wide
   counters -- CPU by category in cores (``host cpu (cores)``, one counter series per category),
-  network and disk MB/s, IOPS, and per GPU utilisation % and memory MiB;
+  network and disk MB/s, IOPS, and per GPU ``gpu N util (%)`` and ``gpu N memory (MiB)``;
 - each process of the ``processes`` table with busy CPU: a ``cpu (cores)`` counter with one series
   per category, 0 where the process was not seen;
+- each process NVML saw on a GPU (schema v3 ``gpu_process``): ``gpu N (%)`` {sm} and
+  ``gpu N memory (MiB)`` {used} counters on its own track;
 - stack samples as instant events (``"ph": "i"``, thread scope) on the process's main thread: the
   recording keeps stack samples per interval, not per sample, so each (interval, process, stack)
   becomes one instant at the interval's start, named after the leaf frame, with ``args``
@@ -92,13 +94,57 @@ def _host_events(v: RunView, rec, clock: _Clock, pid: int) -> list[dict]:
         for name, series in IO_TRACKS.items():
             frame = pd.DataFrame({k: io[col] * scale for k, (col, scale) in series.items() if col in io})
             events += _counter_series(name, pid, iv["t_start"], frame, clock.end)
-    gpu = rec.table("gpu")
-    for index, g in gpu.groupby("gpu_index"):
-        g = g[g["interval"].isin(iv.index)].sort_values("interval")
-        starts = iv.loc[g["interval"], "t_start"]
-        frame = pd.DataFrame({"util_pct": g["util_pct"].fillna(0).to_numpy(),
-                              "mem_used_MiB": (g["mem_used_bytes"].fillna(0) / 2 ** 20).to_numpy()})
-        events += _counter_series(f"gpu {int(index)}", pid, starts, frame, clock.end)
+    return events + _gpu_events(rec, clock, pid)
+
+
+def _gpu_events(rec, clock: _Clock, pid: int) -> list[dict]:
+    """Per GPU (dpuprof/render/gpu.py) two counter tracks on the host: ``gpu N util (%)`` and
+    ``gpu N memory (MiB)`` {used, total}, stamped with the intervals' times as the CPU tracks are.
+    A refused NVML field is left out of its event rather than drawn as 0."""
+    from dpuprof.render.gpu import gpu_view
+
+    gpu, _ = gpu_view(rec)
+    if gpu is None:
+        return []
+    events = []
+    tl = gpu.timeline[gpu.timeline["interval"].isin(clock.iv.index)]
+    for index, g in tl.groupby("gpu_index"):
+        starts = clock.iv.loc[g["interval"], "t_start"]
+        util = pd.DataFrame({"util": g["util_pct"].to_numpy()})
+        mem = pd.DataFrame({"used": (g["mem_used_bytes"] / 2 ** 20).to_numpy(),
+                            "total": (g["mem_total_bytes"] / 2 ** 20).to_numpy()})
+        for name, frame in ((f"gpu {int(index)} util (%)", util), (f"gpu {int(index)} memory (MiB)", mem)):
+            series = _counter_series(name, pid, starts, frame.fillna(-1.0), clock.end)
+            for ev in series:  # NaN (not answered) was marked -1: drop it from the event's args
+                ev["args"] = {k: v for k, v in ev["args"].items() if v != -1.0}
+            events += [ev for ev in series if ev["args"]]
+    return events
+
+
+def _gpu_process_events(rec, clock: _Clock, shift: int, known: set[int]) -> list[dict]:
+    """Per process on a GPU (schema v3 ``gpu_process``, where NVML gives it): a ``gpu N (%)``
+    counter {sm} on the process's track, and ``gpu N memory (MiB)`` {used}; a process with no
+    CPU track yet is named from the processes table."""
+    gp = rec.table("gpu_process")
+    gp = gp[gp["interval"].isin(clock.iv.index)]
+    if gp.empty:
+        return []
+    procs = rec.table("processes").drop_duplicates("pid").set_index("pid")["comm"]
+    events = []
+    for (pid, index), g in gp.sort_values("interval").groupby(["pid", "gpu_index"]):
+        pid = int(pid)
+        if pid not in known:
+            known.add(pid)
+            events.append(_meta("process_name", pid + shift, pid + shift, name=procs.get(pid) or f"pid {pid}"))
+        starts = clock.iv.loc[g["interval"], "t_start"]
+        for name, frame in ((f"gpu {int(index)} (%)", pd.DataFrame({"sm": g["sm_util_pct"].to_numpy()})),
+                            (f"gpu {int(index)} memory (MiB)",
+                             pd.DataFrame({"used": (g["mem_used_bytes"] / 2 ** 20).to_numpy()}))):
+            if frame.iloc[:, 0].isna().all():
+                continue
+            series = _counter_series(name, pid + shift, starts, frame.fillna(-1.0), clock.end)
+            events += [dict(ev, args={k: v for k, v in ev["args"].items() if v != -1.0}) for ev in series
+                       if any(v != -1.0 for v in ev["args"].values())]
     return events
 
 
@@ -181,6 +227,7 @@ def run_events(v: RunView, k: int) -> list[dict]:
     if rec.category_split:
         events += _process_events(rec, clock, shift)
     known = {int(e["pid"]) - shift for e in events if e["name"] == "process_name"} - {HOST_PID}
+    events += _gpu_process_events(rec, clock, shift, known)
     events += _thread_events(rec, clock, shift, known)
     events += _stack_events(rec, clock, shift, known)
     events += _marker_events(rec, clock, shift)

@@ -108,6 +108,22 @@ def single(v: RunView, st: Style, title: str) -> list[str]:
     if procs:
         out += ["", st.bold("Workload processes")] + ["  " + ln for ln in
                                                         text_table(T.PROCESS_HEADER, procs, right=(0, 2, 3))]
+    return out + gpu_and_steps(v, st)
+
+
+def gpu_and_steps(v: RunView, st: Style) -> list[str]:
+    """The GPU beside the host (or the one "no GPU recorded" line) and the per-step summary."""
+    if v.recording is None:  # a merged cluster total
+        return []
+    from dpuprof.render.gpu import device_lines, gpu_view, process_lines
+    from dpuprof.render.steps import steps_view
+
+    gpu, note = gpu_view(v.recording)
+    out = ["", st.bold("GPU")] + ([f"  {clean(note)}"] if gpu is None else
+                                  [f"  {clean(ln)}" for ln in device_lines(gpu) + process_lines(gpu)])
+    steps = steps_view(v.recording)
+    if steps is not None:
+        out += ["", st.bold("Per step"), f"  {clean(steps.summary_line())}"]
     return out
 
 

@@ -1,0 +1,104 @@
+"""HTML pieces for the GPU beside the host, the per-step view and the time window a report covers.
+
+Each returns an HTML fragment, every string from a recording escaped; html.py places them.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from dpuprof.render.view import RunView
+
+#: per-step rows shown in the HTML table (all of them are in the JSON)
+MAX_STEP_ROWS = 500
+
+
+def e(value) -> str:
+    return escape(str(value), quote=True)
+
+
+def window_text(v: RunView) -> str:
+    """One line: which part of the recording the report covers, and how it was chosen."""
+    win = v.meta.get("window") or v.summary.get("window")
+    if not isinstance(win, dict):
+        return (f"Window: the whole run, 0–{v.duration_s:.1f} s, start-up included "
+                "(dpuprof report --time START:END or --time steady narrows it).")
+    span = f"{win.get('start_s')}–{win.get('end_s')} s of the recording ({win.get('intervals')} intervals)"
+    how = str(win.get("how") or "")
+    if how.startswith("--time"):
+        return f"Window: {span}, {how}."
+    return f"Window: steady state (--time steady), {span}; chosen by {how}."
+
+
+def window_line(v: RunView, prefix: str = "") -> str:
+    """The window line as a visible paragraph (``prefix``: a node's name in a cluster report)."""
+    return f'<p class="window" role="note"><b>{e(prefix + window_text(v))}</b></p>'
+
+
+def _gib(x) -> str:
+    return "?" if x is None or x != x else f"{float(x) / 2 ** 30:.2f}"
+
+
+def _pct(x) -> str:
+    return "?" if x is None or x != x else f"{float(x):.1f}"
+
+
+def gpu_section(v: RunView, table, figure, heading: str = "GPU") -> str:
+    """``<h2>GPU</h2>``: the timeline chart (same x axis as Categories over time), the devices and
+    per-process shares; or the one "no GPU recorded: ..." line. ``table``/``figure``: html.py's
+    table and figure builders."""
+    if v.recording is None:
+        return ""
+    from dpuprof.render.charts import to_png
+    from dpuprof.render.gpu import gpu_view
+    from dpuprof.render.gpu_chart import gpu_timeline
+
+    gpu, note = gpu_view(v.recording)
+    if gpu is None:
+        return f'<h2>{e(heading)}</h2><p class="gpu-none">{e(note)}</p>'
+    x = v.timeline.index
+    xlim = (float(x.min()), float(x.max()) + v.interval_s) if len(x) else None
+    png = to_png(gpu_timeline(gpu, f"GPU over time — {v.name}", xlim, step_s=v.interval_s))
+    d = gpu.devices
+    rows = [[str(int(i)), r["name"], _pct(r["util_mean_pct"]), _pct(r["util_max_pct"]), _gib(r["mem_max_bytes"]),
+             _gib(r["mem_total_bytes"]), str(int(r["intervals"]))] for i, r in d.iterrows()]
+    parts = [f"<h2>{e(heading)}</h2>",
+             figure("GPU over time", "NVML utilisation (solid, left) and device memory used (dashed, right) per "
+                    "interval, on the x axis of Categories over time.", png, "gpu-over-time"),
+             table(["GPU", "name", "util mean %", "util max %", "memory max GiB", "memory GiB", "intervals"],
+                   rows, num_cols=(0, 2, 3, 4, 5, 6))]
+    p = gpu.processes
+    if not p.empty:
+        prow = [[str(int(r.gpu_index)), str(int(r.pid)), str(r.comm), "yes" if r.in_workload else "no",
+                 _pct(r.sm_util_mean_pct), _pct(100 * r.sm_share if r.sm_share == r.sm_share else None),
+                 _gib(r.mem_max_bytes)] for r in p.itertuples(index=False)]
+        parts += ["<h3>Per process (NVML)</h3>",
+                  table(["GPU", "pid", "process", "workload", "SM util mean %", "share of GPU's SM %",
+                         "memory max GiB"], prow, num_cols=(0, 1, 4, 5, 6))]
+    return "".join(parts)
+
+
+def steps_section(v: RunView, table) -> str:
+    """``<h2>Per step</h2>``: the summary line and table, the per-step rows behind a <details>; ""
+    without step markers."""
+    if v.recording is None:
+        return ""
+    from dpuprof.render.steps import steps_view
+
+    sv = steps_view(v.recording)
+    if sv is None:
+        return ""
+    s = sv.summary()
+    summ = [["wall (s)", f"{s['wall_s']['median']:.4f}", f"{s['wall_s']['p90']:.4f}", f"{s['wall_s']['mean']:.4f}"],
+            ["infrastructure CPU (s)", f"{s['infra_cpu_s']['median']:.4f}", f"{s['infra_cpu_s']['p90']:.4f}",
+             f"{s['infra_cpu_s']['mean']:.4f}"],
+            ["busy host CPU (s)", f"{s['cpu_s']['median']:.4f}", "", f"{s['cpu_s']['mean']:.4f}"]]
+    f = sv.frame.head(MAX_STEP_ROWS)
+    rows = [[str(int(r.step)), f"{r.t_s:.3f}", f"{r.wall_s:.4f}", f"{r.infra_cpu_s:.4f}", f"{r.cpu_s:.4f}"]
+            for r in f.itertuples(index=False)]
+    more = f" (first {MAX_STEP_ROWS} of {len(sv.frame)}; all in the JSON)" if len(sv.frame) > MAX_STEP_ROWS else ""
+    return "".join(["<h2>Per step</h2>", f"<p>{e(sv.summary_line())}.</p>",
+                    table(["per step", "median", "p90", "mean"], summ, num_cols=(1, 2, 3)),
+                    f"<details><summary>{len(sv.frame)} steps{e(more)}</summary>",
+                    table(["step", "start (s)", "wall (s)", "infrastructure CPU (s)", "busy host CPU (s)"], rows,
+                          num_cols=range(5)), "</details>"])
