@@ -23,8 +23,13 @@ operations and training-step markers (``collectives``, ``markers``) and bytes pe
 (``codec_calls``). A version-1 file reads with those tables empty (``SINCE``).
 
 Version 3 adds the GPU beside the host (``gpu_process``: each process's share of a GPU, where NVML
-reports it; ``gpu.mem_total_bytes``) and the size work of issue 11 (see docs/recording.md). A
-version-1 or -2 file reads with the new tables empty and the new columns missing.
+reports it; ``gpu.mem_total_bytes``) and stores less (issue 11, docs/recording.md): category
+names once (``subcategories``) and CPU time as integer ns (``cpu_time``), stacks as packed frame-id
+blobs (``stack_list``), ``stack_samples`` without rowids, old stack samples merged into coarser
+buckets when the run ends (meta ``stack_buckets``), and SQL views (``VIEWS``) that give
+``cpu_category``, ``stacks`` and friendlier ``v_*`` views to the sqlite3 CLI. A version-1 or -2
+file reads with the new tables empty and the new columns missing; the reader gives every version
+the same DataFrames (``TABLES``).
 """
 
 SCHEMA_VERSION = 3
@@ -51,23 +56,44 @@ CREATE TABLE IF NOT EXISTS processes (
 -- 1 / sample_freq_hz per sample; one that ran but was never sampled has samples 0 and
 -- subcategory kernel_other.unsampled. Idle (pid 0) gives up what workload processes were charged
 -- above their run_ns (time they ran in the idle task's context), so the host still adds up.
-CREATE TABLE IF NOT EXISTS cpu_category (
-    interval INTEGER NOT NULL, pid INTEGER NOT NULL, category TEXT NOT NULL,
-    subcategory TEXT NOT NULL, samples INTEGER NOT NULL, cpu_s REAL NOT NULL);
+-- v3: the (category, subcategory) pairs, each stored once; cpu_time and stack_list name them by id.
+CREATE TABLE IF NOT EXISTS subcategories (
+    subcategory_id INTEGER PRIMARY KEY, category TEXT NOT NULL, subcategory TEXT NOT NULL,
+    UNIQUE (category, subcategory));
+-- CPU samples classified per interval x process x (sub)category; pid 0 is the idle task.
+-- samples are equal-weight counts (the mix); cpu_ns is the process's exact on-CPU time in the
+-- interval (scheduler run time: probes/cpu_sample.bpf.c run_ns, or /proc schedstat for a live
+-- workload process) split across its subcategories in proportion to samples
+-- (dpuprof/record/drain.py scale_to_exact), rounded to the nanosecond. A process without exact
+-- time counts 1 / sample_freq_hz per sample; one that ran but was never sampled has samples 0 and
+-- subcategory kernel_other.unsampled. Idle (pid 0) gives up what workload processes were charged
+-- above their run_ns (time they ran in the idle task's context), so the host still adds up.
+-- (v1/v2 stored this as the table cpu_category with the names as text and cpu_s REAL; in v3
+-- cpu_category is a view of this table with those same columns.)
+CREATE TABLE IF NOT EXISTS cpu_time (
+    interval INTEGER NOT NULL, pid INTEGER NOT NULL, subcategory_id INTEGER NOT NULL,
+    samples INTEGER NOT NULL, cpu_ns INTEGER NOT NULL,
+    PRIMARY KEY (interval, pid, subcategory_id)) WITHOUT ROWID;
 -- Stack frames, each text stored once: kernel frames end in "_[k]", user frames are
 -- "symbol (module)".
 CREATE TABLE IF NOT EXISTS frames (frame_id INTEGER PRIMARY KEY, name TEXT NOT NULL);
--- Stacks as space-separated frame_ids, root first, and how they were classified. Readers get
--- them as folded text (frame names joined with ';'), the flamegraph.pl convention. cause (v2):
--- for a stack with kernel frames, the user-space work that made the kernel run ("crypto",
--- "compression", "python-alloc", ...; "" if none or unknown), docs/taxonomy.md. The same folded
--- stack can appear twice when a thread rule (collective transport threads) classified it.
-CREATE TABLE IF NOT EXISTS stacks (
-    stack_id INTEGER PRIMARY KEY, frame_ids TEXT NOT NULL,
-    category TEXT NOT NULL, subcategory TEXT NOT NULL, cause TEXT NOT NULL DEFAULT '');
+-- v3: stacks and how they were classified. frames is the packed list of frame_ids, root first:
+-- each id in base 128, most significant group first, every byte but an id's last with the top
+-- bit set (dpuprof/recording/packing.py; the view v_stack_frames unpacks it in SQL). Readers get
+-- stacks as folded text (frame names joined with ';'), the flamegraph.pl convention (the view
+-- stacks). cause: for a stack with kernel frames, the user-space work that made the kernel run
+-- ("crypto", "compression", "python-alloc", ...; "" if none or unknown), docs/taxonomy.md. The
+-- same folded stack can appear twice when a thread rule (collective transport threads)
+-- classified it. (v1/v2 stored the table stacks: frame_ids as space-separated text.)
+CREATE TABLE IF NOT EXISTS stack_list (
+    stack_id INTEGER PRIMARY KEY, frames BLOB NOT NULL, subcategory_id INTEGER NOT NULL,
+    cause TEXT NOT NULL DEFAULT '');
+-- Samples per interval x process x stack. meta stack_buckets (v3, when present) says which
+-- intervals were merged at the end of the run: {"before": K, "intervals": B}: rows with interval
+-- < K each hold the samples of intervals [interval, interval + B).
 CREATE TABLE IF NOT EXISTS stack_samples (
     interval INTEGER NOT NULL, pid INTEGER NOT NULL, stack_id INTEGER NOT NULL,
-    samples INTEGER NOT NULL);
+    samples INTEGER NOT NULL, PRIMARY KEY (interval, pid, stack_id)) WITHOUT ROWID;
 -- Exact softirq time per CPU and vector (irq:softirq_entry/exit).
 CREATE TABLE IF NOT EXISTS softirq (
     interval INTEGER NOT NULL, cpu INTEGER NOT NULL, vector TEXT NOT NULL,
@@ -213,3 +239,64 @@ LATE_COLUMNS = {"processes": ("ns_pid", "cgroup"), "gpu": ("mem_total_bytes",)}
 SINCE = {name: 2 for name in ("threads", "thread_time", "thread_wait", "thread_category", "collectives",
                               "markers", "codec_calls")}
 SINCE["gpu_process"] = 3
+
+# One byte of ``stack_list.frames`` at 0-based offset ``pos`` of its hex text ``h``, as an integer
+# (SQLite has no byte-to-integer function; hex() and instr() make one).
+_BYTE = ("((instr('0123456789ABCDEF', substr(h, 2 * pos + 1, 1)) - 1) * 16"
+         " + instr('0123456789ABCDEF', substr(h, 2 * pos + 2, 1)) - 1)")
+_ID = f"(CASE WHEN done THEN 0 ELSE acc END * 128 + ({_BYTE} & 127))"
+
+#: Views created in every v3 file, so SQL in the sqlite3 CLI needs no blob decoding
+#: (docs/recording.md has example queries). cpu_category and stacks have the columns the v1/v2
+#: tables of those names had (stacks with folded text in place of frame_ids), so a query written
+#: for an older file runs on a new one.
+VIEWS = f"""
+-- The frames of each stack, depth 0 the root: stack_list.frames unpacked one byte per step.
+CREATE VIEW IF NOT EXISTS v_stack_frames (stack_id, depth, frame_id, name) AS
+WITH RECURSIVE b(stack_id, h, pos, acc, done, depth) AS (
+    SELECT stack_id, hex(frames), 0, 0, 1, 0 FROM stack_list
+    UNION ALL
+    SELECT stack_id, h, pos + 1, {_ID}, {_BYTE} < 128, depth + ({_BYTE} < 128)
+    FROM b WHERE pos < length(h) / 2)
+SELECT b.stack_id, b.depth - 1, b.acc, f.name FROM b LEFT JOIN frames f ON f.frame_id = b.acc
+WHERE b.done AND b.pos > 0;
+-- Each stack as folded text (frame names joined with ';', root first) and its classification:
+-- the same unpacking, appending each frame's name as its last byte is read.
+CREATE VIEW IF NOT EXISTS v_stacks (stack_id, folded, category, subcategory, cause, depth) AS
+WITH RECURSIVE b(stack_id, h, pos, acc, done, depth, folded) AS (
+    SELECT stack_id, hex(frames), 0, 0, 1, 0, '' FROM stack_list
+    UNION ALL
+    SELECT stack_id, h, pos + 1, {_ID}, {_BYTE} < 128, depth + ({_BYTE} < 128),
+           CASE WHEN {_BYTE} < 128 THEN folded || CASE WHEN depth THEN ';' ELSE '' END
+                || coalesce((SELECT name FROM frames WHERE frame_id = {_ID}), '?') ELSE folded END
+    FROM b WHERE pos < length(h) / 2)
+SELECT s.stack_id, b.folded, c.category, c.subcategory, s.cause, b.depth
+FROM b JOIN stack_list s USING (stack_id) JOIN subcategories c USING (subcategory_id)
+WHERE b.pos = length(b.h) / 2;
+CREATE VIEW IF NOT EXISTS stacks (stack_id, folded, category, subcategory, cause) AS
+SELECT stack_id, folded, category, subcategory, cause FROM v_stacks;
+-- CPU per interval x process x subcategory, as v1/v2 stored it.
+CREATE VIEW IF NOT EXISTS cpu_category (interval, pid, category, subcategory, samples, cpu_s) AS
+SELECT t.interval, t.pid, c.category, c.subcategory, t.samples, t.cpu_ns / 1e9
+FROM cpu_time t JOIN subcategories c USING (subcategory_id);
+-- So an UPDATE written for a v1/v2 file (cpu_category as a table) edits the stored rows.
+CREATE TRIGGER IF NOT EXISTS cpu_category_update INSTEAD OF UPDATE OF samples, cpu_s ON cpu_category
+BEGIN
+    UPDATE cpu_time SET samples = NEW.samples, cpu_ns = CAST(round(NEW.cpu_s * 1e9) AS INTEGER)
+    WHERE interval = OLD.interval AND pid = OLD.pid AND subcategory_id =
+        (SELECT subcategory_id FROM subcategories WHERE category = OLD.category AND subcategory = OLD.subcategory);
+END;
+CREATE VIEW IF NOT EXISTS v_cpu_by_category (interval, pid, comm, category, subcategory, cpu_s, samples) AS
+SELECT t.interval, t.pid, p.comm, c.category, c.subcategory, t.cpu_ns / 1e9, t.samples
+FROM cpu_time t JOIN subcategories c USING (subcategory_id) LEFT JOIN processes p ON p.pid = t.pid;
+CREATE VIEW IF NOT EXISTS v_stack_samples (interval, pid, comm, stack_id, category, subcategory, cause, samples) AS
+SELECT ss.interval, ss.pid, p.comm, ss.stack_id, c.category, c.subcategory, s.cause, ss.samples
+FROM stack_samples ss JOIN stack_list s USING (stack_id) JOIN subcategories c USING (subcategory_id)
+LEFT JOIN processes p ON p.pid = ss.pid;
+-- Each process with its CPU over the whole recording.
+CREATE VIEW IF NOT EXISTS v_processes (pid, ppid, comm, cmdline, in_workload, first_seen, last_seen, cpu_s, samples) AS
+SELECT p.pid, p.ppid, p.comm, p.cmdline, p.in_workload, p.first_seen, p.last_seen,
+       coalesce(t.cpu_ns, 0) / 1e9, coalesce(t.samples, 0)
+FROM processes p LEFT JOIN (SELECT pid, sum(cpu_ns) AS cpu_ns, sum(samples) AS samples FROM cpu_time
+                            GROUP BY pid) t ON t.pid = p.pid;
+"""
