@@ -19,9 +19,9 @@ def pack_ids(ids) -> bytes:
     """The packed bytes of the non-negative integers ``ids`` (in order)."""
     out = bytearray()
     for value in ids:
+        if value != int(value) or not 0 <= int(value) <= MAX_ID:
+            raise ValueError(f"packed value {value} is not an integer from 0 to 2**62-1")
         value = int(value)
-        if not 0 <= value <= MAX_ID:
-            raise ValueError(f"frame id {value} out of range")
         groups = [value & 0x7F]
         value >>= 7
         while value:
@@ -45,3 +45,16 @@ def unpack_ids(data: bytes) -> list[int]:
     if width:
         raise ValueError("packed frame ids end in the middle of an id")
     return ids
+
+
+def pack_counts(counts: dict[int, int]) -> bytes:
+    """``{stack_id: samples}`` as packed (stack_id, samples) pairs, stack_id ascending."""
+    return pack_ids(v for item in sorted(counts.items()) for v in item)
+
+
+def unpack_counts(data: bytes) -> list[tuple[int, int]]:
+    """The (stack_id, samples) pairs of ``pack_counts``; ValueError if ``data`` is not pairs."""
+    ids = unpack_ids(data)
+    if len(ids) % 2:
+        raise ValueError("packed counts hold an odd number of values")
+    return list(zip(ids[0::2], ids[1::2]))

@@ -23,7 +23,7 @@ from functools import cached_property
 from pathlib import Path
 
 from dpuprof.errors import UserError
-from dpuprof.recording.packing import unpack_ids
+from dpuprof.recording.packing import unpack_counts, unpack_ids
 from dpuprof.recording.schema import LATE_COLUMNS, READABLE_VERSIONS, SCHEMA_VERSION, SINCE, TABLES
 
 DEFAULT_NAME = "dpuprof.rec"
@@ -183,6 +183,9 @@ def _load(path: Path, source: Path, writable: bool = False) -> Recording:
             if table == "cpu_category" and subs is not None:
                 frames[table] = _read_cpu_v3(path, db, subs)
                 continue
+            if table == "stack_samples" and subs is not None:
+                frames[table] = _check_types(path, table, _read_stack_counts(path, db))
+                continue
             if version < SINCE.get(table, 1):
                 frames[table] = _check_types(path, table, pd.DataFrame({c: [] for c in cols}))
                 continue
@@ -300,6 +303,25 @@ def _read_cpu_v3(path, db, subs):
                         "category": [c for c, _ in pairs], "subcategory": [s for _, s in pairs],
                         "samples": df["samples"], "cpu_s": df["cpu_ns"] / 1e9})
     return out[list(TABLES["cpu_category"])]
+
+
+def _read_stack_counts(path, db):
+    """v3: stack_samples from stack_counts (one packed row per interval and process)."""
+    import pandas as pd
+
+    try:
+        rows = db.execute("SELECT interval, pid, counts FROM stack_counts").fetchall()
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as err:
+        _fail(path, f"damaged table stack_counts ({_first_line(err)})")
+    out = []
+    for interval, pid, blob in rows:
+        if not isinstance(interval, int) or not isinstance(pid, int) or not isinstance(blob, bytes):
+            _fail(path, "damaged table stack_counts: wrong value types")
+        try:
+            out.extend((interval, pid, stack_id, n) for stack_id, n in unpack_counts(blob))
+        except ValueError as err:
+            _fail(path, f"damaged table stack_counts: {err}")
+    return pd.DataFrame(out, columns=list(TABLES["stack_samples"]))
 
 
 def _read_stacks_v3(path, db, subs):

@@ -25,9 +25,10 @@ operations and training-step markers (``collectives``, ``markers``) and bytes pe
 Version 3 adds the GPU beside the host (``gpu_process``: each process's share of a GPU, where NVML
 reports it; ``gpu.mem_total_bytes``) and stores less (issue 11, docs/recording.md): category
 names once (``subcategories``) and CPU time as integer ns (``cpu_time``), stacks as packed frame-id
-blobs (``stack_list``), ``stack_samples`` without rowids, old stack samples merged into coarser
-buckets when the run ends (meta ``stack_buckets``), and SQL views (``VIEWS``) that give
-``cpu_category``, ``stacks`` and friendlier ``v_*`` views to the sqlite3 CLI. A version-1 or -2
+blobs (``stack_list``), stack samples as one packed row per interval and process
+(``stack_counts``), old stack samples merged into coarser buckets when the run ends (meta
+``stack_buckets``), and SQL views (``VIEWS``) that give ``cpu_category``, ``stacks``,
+``stack_samples`` and friendlier ``v_*`` views to the sqlite3 CLI. A version-1 or -2
 file reads with the new tables empty and the new columns missing; the reader gives every version
 the same DataFrames (``TABLES``).
 """
@@ -88,12 +89,14 @@ CREATE TABLE IF NOT EXISTS frames (frame_id INTEGER PRIMARY KEY, name TEXT NOT N
 CREATE TABLE IF NOT EXISTS stack_list (
     stack_id INTEGER PRIMARY KEY, frames BLOB NOT NULL, subcategory_id INTEGER NOT NULL,
     cause TEXT NOT NULL DEFAULT '');
--- Samples per interval x process x stack. meta stack_buckets (v3, when present) says which
--- intervals were merged at the end of the run: {"before": K, "intervals": B}: rows with interval
--- < K each hold the samples of intervals [interval, interval + B).
-CREATE TABLE IF NOT EXISTS stack_samples (
-    interval INTEGER NOT NULL, pid INTEGER NOT NULL, stack_id INTEGER NOT NULL,
-    samples INTEGER NOT NULL, PRIMARY KEY (interval, pid, stack_id)) WITHOUT ROWID;
+-- v3: samples per interval x process x stack: counts is the packed list (packing.py) of
+-- (stack_id, samples) pairs, stack_id ascending; the view stack_samples gives one row per pair,
+-- the v1/v2 table of that name. meta stack_buckets (when present) says which intervals were merged
+-- at the end of the run: {"before": K, "intervals": B}: rows with interval < K each hold the
+-- samples of intervals [interval, interval + B).
+CREATE TABLE IF NOT EXISTS stack_counts (
+    interval INTEGER NOT NULL, pid INTEGER NOT NULL, counts BLOB NOT NULL,
+    PRIMARY KEY (interval, pid)) WITHOUT ROWID;
 -- Exact softirq time per CPU and vector (irq:softirq_entry/exit).
 CREATE TABLE IF NOT EXISTS softirq (
     interval INTEGER NOT NULL, cpu INTEGER NOT NULL, vector TEXT NOT NULL,
@@ -240,26 +243,38 @@ SINCE = {name: 2 for name in ("threads", "thread_time", "thread_wait", "thread_c
                               "markers", "codec_calls")}
 SINCE["gpu_process"] = 3
 
-# One byte of ``stack_list.frames`` at 0-based offset ``pos`` of its hex text ``h``, as an integer
+# One byte of a packed blob at 0-based offset ``pos`` of its hex text ``h``, as an integer
 # (SQLite has no byte-to-integer function; hex() and instr() make one).
 _BYTE = ("((instr('0123456789ABCDEF', substr(h, 2 * pos + 1, 1)) - 1) * 16"
          " + instr('0123456789ABCDEF', substr(h, 2 * pos + 2, 1)) - 1)")
 _ID = f"(CASE WHEN done THEN 0 ELSE acc END * 128 + ({_BYTE} & 127))"
 
+
+def _unpack(name: str, table: str, keys: str, blob: str) -> str:
+    """A recursive CTE ``name`` reading the packed ``blob`` of each ``table`` row one byte per step:
+    its rows with ``done AND pos > 0`` are the values, ``acc`` the value and ``k`` its index."""
+    return (f"{name}({keys}, h, pos, acc, done, k) AS (\n"
+            f"    SELECT {keys}, hex({blob}), 0, 0, 1, -1 FROM {table}\n"
+            f"    UNION ALL\n"
+            f"    SELECT {keys}, h, pos + 1, {_ID}, {_BYTE} < 128, k + ({_BYTE} < 128)\n"
+            f"    FROM {name} WHERE pos < length(h) / 2)")
+
+
 #: Views created in every v3 file, so SQL in the sqlite3 CLI needs no blob decoding
-#: (docs/recording.md has example queries). cpu_category and stacks have the columns the v1/v2
-#: tables of those names had (stacks with folded text in place of frame_ids), so a query written
-#: for an older file runs on a new one.
+#: (docs/recording.md has example queries). cpu_category, stacks and stack_samples have the
+#: columns the v1/v2 tables of those names had (stacks with folded text in place of frame_ids),
+#: so a query written for an older file runs on a new one.
 VIEWS = f"""
--- The frames of each stack, depth 0 the root: stack_list.frames unpacked one byte per step.
+-- The frames of each stack, depth 0 the root: stack_list.frames unpacked.
 CREATE VIEW IF NOT EXISTS v_stack_frames (stack_id, depth, frame_id, name) AS
-WITH RECURSIVE b(stack_id, h, pos, acc, done, depth) AS (
-    SELECT stack_id, hex(frames), 0, 0, 1, 0 FROM stack_list
-    UNION ALL
-    SELECT stack_id, h, pos + 1, {_ID}, {_BYTE} < 128, depth + ({_BYTE} < 128)
-    FROM b WHERE pos < length(h) / 2)
-SELECT b.stack_id, b.depth - 1, b.acc, f.name FROM b LEFT JOIN frames f ON f.frame_id = b.acc
+WITH RECURSIVE {_unpack("b", "stack_list", "stack_id", "frames")}
+SELECT b.stack_id, b.k, b.acc, f.name FROM b LEFT JOIN frames f ON f.frame_id = b.acc
 WHERE b.done AND b.pos > 0;
+-- Samples per interval x process x stack, as v1/v2 stored them: stack_counts unpacked.
+CREATE VIEW IF NOT EXISTS stack_samples (interval, pid, stack_id, samples) AS
+WITH RECURSIVE {_unpack("u", "stack_counts", "interval, pid", "counts")}
+SELECT interval, pid, max(CASE WHEN k % 2 = 0 THEN acc END), max(CASE WHEN k % 2 = 1 THEN acc END)
+FROM u WHERE done AND pos > 0 GROUP BY interval, pid, k / 2;
 -- Each stack as folded text (frame names joined with ';', root first) and its classification:
 -- the same unpacking, appending each frame's name as its last byte is read.
 CREATE VIEW IF NOT EXISTS v_stacks (stack_id, folded, category, subcategory, cause, depth) AS

@@ -19,7 +19,7 @@ import sqlite3
 from pathlib import Path
 
 from dpuprof.errors import UserError
-from dpuprof.recording.packing import pack_ids
+from dpuprof.recording.packing import pack_counts, pack_ids, unpack_counts
 from dpuprof.recording.schema import DDL, LATE_COLUMNS, SCHEMA_VERSION, TABLES, VIEWS
 from dpuprof.categories import top_level
 
@@ -143,6 +143,9 @@ class RecordingWriter:
             if table == "cpu_category":
                 self._write_cpu(interval, rows)
                 continue
+            if table == "stack_samples":
+                self._write_stack_counts(interval, rows)
+                continue
             # A row may carry the table's LATE_COLUMNS too (gpu's mem_total_bytes): name the
             # columns, so the older, shorter row shape still inserts.
             cols = TABLES[table]
@@ -150,12 +153,8 @@ class RecordingWriter:
             if len(rows[0]) + 1 == len(full):
                 cols = full
             marks = ",".join("?" * len(cols))
-            # stack_samples has a primary key: a (pid, stack) given twice in an interval adds up.
-            merge = " ON CONFLICT DO UPDATE SET samples = samples + excluded.samples" \
-                if table == "stack_samples" else ""
             self._db.executemany(
-                f"INSERT INTO {table} ({','.join(cols)}) VALUES ({marks}){merge}",
-                [(interval, *row) for row in rows])
+                f"INSERT INTO {table} ({','.join(cols)}) VALUES ({marks})", [(interval, *row) for row in rows])
 
     def _sub_id(self, category: str, subcategory: str) -> int:
         key = (category, subcategory)
@@ -173,6 +172,16 @@ class RecordingWriter:
             "samples = samples + excluded.samples, cpu_ns = cpu_ns + excluded.cpu_ns",
             [(interval, pid, self._sub_id(cat, sub), samples, round(cpu_s * 1e9))
              for pid, cat, sub, samples, cpu_s in rows])
+
+    def _write_stack_counts(self, interval: int, rows) -> None:
+        """stack_samples rows (pid, stack_id, samples) as one packed stack_counts row per pid (a
+        (pid, stack) given twice adds up)."""
+        by_pid: dict[int, dict[int, int]] = {}
+        for pid, stack_id, samples in rows:
+            counts = by_pid.setdefault(pid, {})
+            counts[stack_id] = counts.get(stack_id, 0) + samples
+        self._db.executemany("INSERT INTO stack_counts VALUES (?, ?, ?)",
+                             [(interval, pid, pack_counts(counts)) for pid, counts in sorted(by_pid.items())])
 
     def _write_stacks(self, stacks) -> None:
         """Store each frame's text once and stacks as packed frame ids (packing.py)."""
@@ -203,9 +212,9 @@ class RecordingWriter:
         self._db.close()
 
     def _merge_old_stack_samples(self) -> None:
-        """Rows of stack_samples older than ``bucket_after_s`` before the last interval become one
-        row per bucket of ``bucket_s``, the bucket's first interval, in one transaction with the
-        meta key ``stack_buckets`` that says so (schema.py)."""
+        """Stack samples older than ``bucket_after_s`` before the last interval become one row per
+        process and bucket of ``bucket_s``, named by the bucket's first interval, in one transaction
+        with the meta key ``stack_buckets`` that says so (schema.py)."""
         after_s, bucket_s = self._bucket
         width = int(round(bucket_s / self._interval_s)) if after_s is not None else 0
         if width < 2:
@@ -215,13 +224,15 @@ class RecordingWriter:
         if cutoff <= 0:
             return
         with self._tx():
-            self._db.execute(
-                "CREATE TEMP TABLE merged AS SELECT interval - interval % ? AS interval, pid, stack_id, "
-                "sum(samples) AS samples FROM stack_samples WHERE interval < ? GROUP BY 1, 2, 3",
-                (width, cutoff))
-            self._db.execute("DELETE FROM stack_samples WHERE interval < ?", (cutoff,))
-            self._db.execute("INSERT INTO stack_samples SELECT * FROM merged ORDER BY 1, 2, 3")
-            self._db.execute("DROP TABLE temp.merged")
+            merged: dict[tuple[int, int], dict[int, int]] = {}
+            for iv, pid, blob in self._db.execute(
+                    "SELECT interval, pid, counts FROM stack_counts WHERE interval < ?", (cutoff,)).fetchall():
+                into = merged.setdefault((iv - iv % width, pid), {})
+                for stack_id, samples in unpack_counts(blob):
+                    into[stack_id] = into.get(stack_id, 0) + samples
+            self._db.execute("DELETE FROM stack_counts WHERE interval < ?", (cutoff,))
+            self._db.executemany("INSERT INTO stack_counts VALUES (?, ?, ?)",
+                                 [(iv, pid, pack_counts(c)) for (iv, pid), c in sorted(merged.items())])
             self._db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('stack_buckets', ?)",
                              (json.dumps({"before": cutoff, "intervals": width}),))
 
