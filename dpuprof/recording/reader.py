@@ -285,24 +285,30 @@ def _read_subcategories(path, db) -> dict[int, tuple[str, str]]:
 
 
 def _read_cpu_v3(path, db, subs):
-    """v3: cpu_category from cpu_time (ids and integer ns) with the v1/v2 columns and units."""
+    """v3: cpu_category from cpu_counts (one packed row per interval: ids and integer ns) with the
+    v1/v2 columns and units."""
     import pandas as pd
 
     try:
-        df = pd.read_sql_query("SELECT interval, pid, subcategory_id, samples, cpu_ns FROM cpu_time", db)
-    except (sqlite3.DatabaseError, pd.errors.DatabaseError, UnicodeDecodeError) as err:
-        _fail(path, f"damaged table cpu_time ({_first_line(err)})")
-    df = _check_types(path, "cpu_time", df)
-    if (df["cpu_ns"] < 0).any():
-        _fail(path, "damaged table cpu_time: column cpu_ns has negative values")
-    ids = df["subcategory_id"]
-    if not ids.isin(list(subs)).all():
-        _fail(path, "damaged table cpu_time: a subcategory_id not in subcategories")
-    pairs = [subs[int(i)] for i in ids]
-    out = pd.DataFrame({"interval": df["interval"], "pid": df["pid"],
-                        "category": [c for c, _ in pairs], "subcategory": [s for _, s in pairs],
-                        "samples": df["samples"], "cpu_s": df["cpu_ns"] / 1e9})
-    return out[list(TABLES["cpu_category"])]
+        rows = db.execute("SELECT interval, counts FROM cpu_counts").fetchall()
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as err:
+        _fail(path, f"damaged table cpu_counts ({_first_line(err)})")
+    out = []
+    for interval, blob in rows:
+        if not isinstance(interval, int) or not isinstance(blob, bytes):
+            _fail(path, "damaged table cpu_counts: wrong value types")
+        try:
+            values = unpack_ids(blob)
+        except ValueError as err:
+            _fail(path, f"damaged table cpu_counts: {err}")
+        if len(values) % 4:
+            _fail(path, "damaged table cpu_counts: not whole (pid, subcategory, samples, cpu_ns) tuples")
+        for i in range(0, len(values), 4):
+            pair = subs.get(values[i + 1])
+            if pair is None:
+                _fail(path, "damaged table cpu_counts: a subcategory_id not in subcategories")
+            out.append((interval, values[i], *pair, values[i + 2], values[i + 3] / 1e9))
+    return _check_types(path, "cpu_category", pd.DataFrame(out, columns=list(TABLES["cpu_category"])))
 
 
 def _read_stack_counts(path, db):

@@ -24,7 +24,7 @@ operations and training-step markers (``collectives``, ``markers``) and bytes pe
 
 Version 3 adds the GPU beside the host (``gpu_process``: each process's share of a GPU, where NVML
 reports it; ``gpu.mem_total_bytes``) and stores less (issue 11, docs/recording.md): category
-names once (``subcategories``) and CPU time as integer ns (``cpu_time``), stacks as packed frame-id
+names once (``subcategories``) and CPU time as integer ns, packed per interval (``cpu_counts``), stacks as packed frame-id
 blobs (``stack_list``), stack samples as one packed row per interval and process
 (``stack_counts``), old stack samples merged into coarser buckets when the run ends (meta
 ``stack_buckets``), and SQL views (``VIEWS``) that give ``cpu_category``, ``stacks``,
@@ -57,7 +57,7 @@ CREATE TABLE IF NOT EXISTS processes (
 -- 1 / sample_freq_hz per sample; one that ran but was never sampled has samples 0 and
 -- subcategory kernel_other.unsampled. Idle (pid 0) gives up what workload processes were charged
 -- above their run_ns (time they ran in the idle task's context), so the host still adds up.
--- v3: the (category, subcategory) pairs, each stored once; cpu_time and stack_list name them by id.
+-- v3: the (category, subcategory) pairs, each stored once; cpu_counts and stack_list name them by id.
 CREATE TABLE IF NOT EXISTS subcategories (
     subcategory_id INTEGER PRIMARY KEY, category TEXT NOT NULL, subcategory TEXT NOT NULL,
     UNIQUE (category, subcategory));
@@ -69,12 +69,11 @@ CREATE TABLE IF NOT EXISTS subcategories (
 -- time counts 1 / sample_freq_hz per sample; one that ran but was never sampled has samples 0 and
 -- subcategory kernel_other.unsampled. Idle (pid 0) gives up what workload processes were charged
 -- above their run_ns (time they ran in the idle task's context), so the host still adds up.
--- (v1/v2 stored this as the table cpu_category with the names as text and cpu_s REAL; in v3
--- cpu_category is a view of this table with those same columns.)
-CREATE TABLE IF NOT EXISTS cpu_time (
-    interval INTEGER NOT NULL, pid INTEGER NOT NULL, subcategory_id INTEGER NOT NULL,
-    samples INTEGER NOT NULL, cpu_ns INTEGER NOT NULL,
-    PRIMARY KEY (interval, pid, subcategory_id)) WITHOUT ROWID;
+-- v3 stores one row per interval: counts is the packed list (packing.py) of (pid,
+-- subcategory_id, samples, cpu_ns) 4-tuples, ascending. (v1/v2 stored the table cpu_category, one
+-- row per tuple with the names as text and cpu_s REAL; in v3 cpu_category is a view of this table
+-- with those same columns.)
+CREATE TABLE IF NOT EXISTS cpu_counts (interval INTEGER PRIMARY KEY, counts BLOB NOT NULL);
 -- Stack frames, each text stored once: kernel frames end in "_[k]", user frames are
 -- "symbol (module)".
 CREATE TABLE IF NOT EXISTS frames (frame_id INTEGER PRIMARY KEY, name TEXT NOT NULL);
@@ -290,20 +289,18 @@ FROM b JOIN stack_list s USING (stack_id) JOIN subcategories c USING (subcategor
 WHERE b.pos = length(b.h) / 2;
 CREATE VIEW IF NOT EXISTS stacks (stack_id, folded, category, subcategory, cause) AS
 SELECT stack_id, folded, category, subcategory, cause FROM v_stacks;
--- CPU per interval x process x subcategory, as v1/v2 stored it.
+-- CPU per interval x process x subcategory, as v1/v2 stored it: cpu_counts unpacked.
 CREATE VIEW IF NOT EXISTS cpu_category (interval, pid, category, subcategory, samples, cpu_s) AS
+WITH RECURSIVE {_unpack("u", "cpu_counts", "interval", "counts")},
+t(interval, pid, subcategory_id, samples, cpu_ns) AS (
+    SELECT interval, max(CASE WHEN k % 4 = 0 THEN acc END), max(CASE WHEN k % 4 = 1 THEN acc END),
+           max(CASE WHEN k % 4 = 2 THEN acc END), max(CASE WHEN k % 4 = 3 THEN acc END)
+    FROM u WHERE done AND pos > 0 GROUP BY interval, k / 4)
 SELECT t.interval, t.pid, c.category, c.subcategory, t.samples, t.cpu_ns / 1e9
-FROM cpu_time t JOIN subcategories c USING (subcategory_id);
--- So an UPDATE written for a v1/v2 file (cpu_category as a table) edits the stored rows.
-CREATE TRIGGER IF NOT EXISTS cpu_category_update INSTEAD OF UPDATE OF samples, cpu_s ON cpu_category
-BEGIN
-    UPDATE cpu_time SET samples = NEW.samples, cpu_ns = CAST(round(NEW.cpu_s * 1e9) AS INTEGER)
-    WHERE interval = OLD.interval AND pid = OLD.pid AND subcategory_id =
-        (SELECT subcategory_id FROM subcategories WHERE category = OLD.category AND subcategory = OLD.subcategory);
-END;
+FROM t JOIN subcategories c USING (subcategory_id);
 CREATE VIEW IF NOT EXISTS v_cpu_by_category (interval, pid, comm, category, subcategory, cpu_s, samples) AS
-SELECT t.interval, t.pid, p.comm, c.category, c.subcategory, t.cpu_ns / 1e9, t.samples
-FROM cpu_time t JOIN subcategories c USING (subcategory_id) LEFT JOIN processes p ON p.pid = t.pid;
+SELECT t.interval, t.pid, p.comm, t.category, t.subcategory, t.cpu_s, t.samples
+FROM cpu_category t LEFT JOIN processes p ON p.pid = t.pid;
 CREATE VIEW IF NOT EXISTS v_stack_samples (interval, pid, comm, stack_id, category, subcategory, cause, samples) AS
 SELECT ss.interval, ss.pid, p.comm, ss.stack_id, c.category, c.subcategory, s.cause, ss.samples
 FROM stack_samples ss JOIN stack_list s USING (stack_id) JOIN subcategories c USING (subcategory_id)
@@ -311,7 +308,7 @@ LEFT JOIN processes p ON p.pid = ss.pid;
 -- Each process with its CPU over the whole recording.
 CREATE VIEW IF NOT EXISTS v_processes (pid, ppid, comm, cmdline, in_workload, first_seen, last_seen, cpu_s, samples) AS
 SELECT p.pid, p.ppid, p.comm, p.cmdline, p.in_workload, p.first_seen, p.last_seen,
-       coalesce(t.cpu_ns, 0) / 1e9, coalesce(t.samples, 0)
-FROM processes p LEFT JOIN (SELECT pid, sum(cpu_ns) AS cpu_ns, sum(samples) AS samples FROM cpu_time
+       coalesce(t.cpu_s, 0), coalesce(t.samples, 0)
+FROM processes p LEFT JOIN (SELECT pid, sum(cpu_s) AS cpu_s, sum(samples) AS samples FROM cpu_category
                             GROUP BY pid) t ON t.pid = p.pid;
 """

@@ -166,12 +166,15 @@ class RecordingWriter:
         return sid
 
     def _write_cpu(self, interval: int, rows) -> None:
-        """cpu_category rows (pid, category, subcategory, samples, cpu_s) into cpu_time."""
-        self._db.executemany(
-            "INSERT INTO cpu_time VALUES (?,?,?,?,?) ON CONFLICT DO UPDATE SET "
-            "samples = samples + excluded.samples, cpu_ns = cpu_ns + excluded.cpu_ns",
-            [(interval, pid, self._sub_id(cat, sub), samples, round(cpu_s * 1e9))
-             for pid, cat, sub, samples, cpu_s in rows])
+        """cpu_category rows (pid, category, subcategory, samples, cpu_s) as the interval's packed
+        cpu_counts row (a (pid, subcategory) given twice adds up)."""
+        cells: dict[tuple[int, int], list[int]] = {}
+        for pid, cat, sub, samples, cpu_s in rows:
+            cell = cells.setdefault((pid, self._sub_id(cat, sub)), [0, 0])
+            cell[0] += samples
+            cell[1] += round(cpu_s * 1e9)
+        self._db.execute("INSERT INTO cpu_counts VALUES (?, ?)",
+                         (interval, pack_ids(v for key, cell in sorted(cells.items()) for v in (*key, *cell))))
 
     def _write_stack_counts(self, interval: int, rows) -> None:
         """stack_samples rows (pid, stack_id, samples) as one packed stack_counts row per pid (a
