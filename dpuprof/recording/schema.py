@@ -242,22 +242,30 @@ SINCE = {name: 2 for name in ("threads", "thread_time", "thread_wait", "thread_c
                               "markers", "codec_calls")}
 SINCE["gpu_process"] = 3
 
-# One byte of a packed blob at 0-based offset ``pos`` of its hex text ``h``, as an integer
-# (SQLite has no byte-to-integer function; hex() and instr() make one).
-_BYTE = ("((instr('0123456789ABCDEF', substr(h, 2 * pos + 1, 1)) - 1) * 16"
-         " + instr('0123456789ABCDEF', substr(h, 2 * pos + 2, 1)) - 1)")
-_ID = f"(CASE WHEN done THEN 0 ELSE acc END * 128 + ({_BYTE} & 127))"
+def _byte(at: str, h: str = "h") -> str:
+    """SQL for the byte at 0-based offset ``at`` of hex text ``h``, as an integer (SQLite has no
+    byte-to-integer function; instr() on the hex digits makes one)."""
+    return (f"(instr('0123456789ABCDEF', substr({h}, 2 * ({at}) + 1, 1)) * 16"
+            f" + instr('0123456789ABCDEF', substr({h}, 2 * ({at}) + 2, 1)) - 17)")
 
 
-def _unpack(name: str, table: str, keys: str, blob: str) -> str:
-    """A recursive CTE ``name`` reading the packed ``blob`` of each ``table`` row one byte per step:
-    its rows with ``done AND pos > 0`` are the values, ``acc`` the value and ``k`` its index."""
-    return (f"{name}({keys}, h, pos, acc, done, k) AS (\n"
-            f"    SELECT {keys}, hex({blob}), 0, 0, 1, -1 FROM {table}\n"
+_VALUE = "(CASE WHEN done THEN 0 ELSE acc END * 128 + (b & 127))"
+
+
+def _unpack(name: str, table: str, keys: str, blob: str, extra: tuple[str, str, str] = ("", "", "")) -> str:
+    """A recursive CTE ``name`` reading the packed ``blob`` of each ``table`` row one byte per step
+    (``b`` the next byte): its rows with ``done AND pos > 0`` are the values, ``acc`` the value and
+    ``k`` its index. ``extra``: (column, seed, step) SQL of one more carried column."""
+    col, seed, step = (", " + x if x else "" for x in extra)
+    return (f"{name}({keys}, h, pos, acc, done, k, b{col}) AS (\n"
+            f"    SELECT {keys}, hex({blob}), 0, 0, 1, -1, {_byte('0', f'hex({blob})')}{seed} FROM {table}\n"
             f"    UNION ALL\n"
-            f"    SELECT {keys}, h, pos + 1, {_ID}, {_BYTE} < 128, k + ({_BYTE} < 128)\n"
+            f"    SELECT {keys}, h, pos + 1, {_VALUE}, b < 128, k + (b < 128), {_byte('pos + 1')}{step}\n"
             f"    FROM {name} WHERE pos < length(h) / 2)")
 
+
+_FOLD = ("folded", "''", f"CASE WHEN b < 128 THEN folded || CASE WHEN k >= 0 THEN ';' ELSE '' END || "
+                         f"coalesce((SELECT name FROM frames WHERE frame_id = {_VALUE}), '?') ELSE folded END")
 
 #: Views created in every v3 file, so SQL in the sqlite3 CLI needs no blob decoding
 #: (docs/recording.md has example queries). cpu_category, stacks and stack_samples have the
@@ -266,9 +274,9 @@ def _unpack(name: str, table: str, keys: str, blob: str) -> str:
 VIEWS = f"""
 -- The frames of each stack, depth 0 the root: stack_list.frames unpacked.
 CREATE VIEW IF NOT EXISTS v_stack_frames (stack_id, depth, frame_id, name) AS
-WITH RECURSIVE {_unpack("b", "stack_list", "stack_id", "frames")}
-SELECT b.stack_id, b.k, b.acc, f.name FROM b LEFT JOIN frames f ON f.frame_id = b.acc
-WHERE b.done AND b.pos > 0;
+WITH RECURSIVE {_unpack("u", "stack_list", "stack_id", "frames")}
+SELECT u.stack_id, u.k, u.acc, f.name FROM u LEFT JOIN frames f ON f.frame_id = u.acc
+WHERE u.done AND u.pos > 0;
 -- Samples per interval x process x stack, as v1/v2 stored them: stack_counts unpacked.
 CREATE VIEW IF NOT EXISTS stack_samples (interval, pid, stack_id, samples) AS
 WITH RECURSIVE {_unpack("u", "stack_counts", "interval, pid", "counts")}
@@ -277,16 +285,10 @@ FROM u WHERE done AND pos > 0 GROUP BY interval, pid, k / 2;
 -- Each stack as folded text (frame names joined with ';', root first) and its classification:
 -- the same unpacking, appending each frame's name as its last byte is read.
 CREATE VIEW IF NOT EXISTS v_stacks (stack_id, folded, category, subcategory, cause, depth) AS
-WITH RECURSIVE b(stack_id, h, pos, acc, done, depth, folded) AS (
-    SELECT stack_id, hex(frames), 0, 0, 1, 0, '' FROM stack_list
-    UNION ALL
-    SELECT stack_id, h, pos + 1, {_ID}, {_BYTE} < 128, depth + ({_BYTE} < 128),
-           CASE WHEN {_BYTE} < 128 THEN folded || CASE WHEN depth THEN ';' ELSE '' END
-                || coalesce((SELECT name FROM frames WHERE frame_id = {_ID}), '?') ELSE folded END
-    FROM b WHERE pos < length(h) / 2)
-SELECT s.stack_id, b.folded, c.category, c.subcategory, s.cause, b.depth
-FROM b JOIN stack_list s USING (stack_id) JOIN subcategories c USING (subcategory_id)
-WHERE b.pos = length(b.h) / 2;
+WITH RECURSIVE {_unpack("u", "stack_list", "stack_id", "frames", _FOLD)}
+SELECT s.stack_id, u.folded, c.category, c.subcategory, s.cause, u.k + 1
+FROM u JOIN stack_list s USING (stack_id) JOIN subcategories c USING (subcategory_id)
+WHERE u.pos = length(u.h) / 2;
 CREATE VIEW IF NOT EXISTS stacks (stack_id, folded, category, subcategory, cause) AS
 SELECT stack_id, folded, category, subcategory, cause FROM v_stacks;
 -- CPU per interval x process x subcategory, as v1/v2 stored it: cpu_counts unpacked.

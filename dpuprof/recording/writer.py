@@ -24,7 +24,7 @@ from dpuprof.recording.schema import DDL, LATE_COLUMNS, SCHEMA_VERSION, TABLES, 
 from dpuprof.categories import top_level
 
 #: Stack samples older than this (seconds before the last interval) are merged at ``close``...
-BUCKET_AFTER_S = 300.0
+BUCKET_AFTER_S = 60.0
 #: ... into buckets of this many seconds (a whole number of intervals, aligned to interval 0).
 BUCKET_S = 10.0
 
