@@ -243,10 +243,12 @@ SINCE = {name: 2 for name in ("threads", "thread_time", "thread_wait", "thread_c
 SINCE["gpu_process"] = 3
 
 def _byte(at: str, h: str = "h") -> str:
-    """SQL for the byte at 0-based offset ``at`` of hex text ``h``, as an integer (SQLite has no
-    byte-to-integer function; instr() on the hex digits makes one)."""
-    return (f"(instr('0123456789ABCDEF', substr({h}, 2 * ({at}) + 1, 1)) * 16"
-            f" + instr('0123456789ABCDEF', substr({h}, 2 * ({at}) + 2, 1)) - 17)")
+    """SQL for the byte at 0-based offset ``at`` of blob ``h``, as an integer (SQLite has no
+    byte-to-integer function; instr() on its two hex digits makes one). substr() of a blob counts
+    bytes from its start directly, where substr() of text would scan characters: a step costs
+    the same at any offset."""
+    return (f"(instr('0123456789ABCDEF', substr(hex(substr({h}, ({at}) + 1, 1)), 1, 1)) * 16"
+            f" + instr('0123456789ABCDEF', substr(hex(substr({h}, ({at}) + 1, 1)), 2, 1)) - 17)")
 
 
 _VALUE = "(CASE WHEN done THEN 0 ELSE acc END * 128 + (b & 127))"
@@ -258,10 +260,10 @@ def _unpack(name: str, table: str, keys: str, blob: str, extra: tuple[str, str, 
     ``k`` its index. ``extra``: (column, seed, step) SQL of one more carried column."""
     col, seed, step = (", " + x if x else "" for x in extra)
     return (f"{name}({keys}, h, pos, acc, done, k, b{col}) AS (\n"
-            f"    SELECT {keys}, hex({blob}), 0, 0, 1, -1, {_byte('0', f'hex({blob})')}{seed} FROM {table}\n"
+            f"    SELECT {keys}, {blob}, 0, 0, 1, -1, {_byte('0', blob)}{seed} FROM {table}\n"
             f"    UNION ALL\n"
             f"    SELECT {keys}, h, pos + 1, {_VALUE}, b < 128, k + (b < 128), {_byte('pos + 1')}{step}\n"
-            f"    FROM {name} WHERE pos < length(h) / 2)")
+            f"    FROM {name} WHERE pos < length(h))")
 
 
 _FOLD = ("folded", "''", f"CASE WHEN b < 128 THEN folded || CASE WHEN k >= 0 THEN ';' ELSE '' END || "
@@ -288,7 +290,7 @@ CREATE VIEW IF NOT EXISTS v_stacks (stack_id, folded, category, subcategory, cau
 WITH RECURSIVE {_unpack("u", "stack_list", "stack_id", "frames", _FOLD)}
 SELECT s.stack_id, u.folded, c.category, c.subcategory, s.cause, u.k + 1
 FROM u JOIN stack_list s USING (stack_id) JOIN subcategories c USING (subcategory_id)
-WHERE u.pos = length(u.h) / 2;
+WHERE u.pos = length(u.h);
 CREATE VIEW IF NOT EXISTS stacks (stack_id, folded, category, subcategory, cause) AS
 SELECT stack_id, folded, category, subcategory, cause FROM v_stacks;
 -- CPU per interval x process x subcategory, as v1/v2 stored it: cpu_counts unpacked.
