@@ -21,7 +21,6 @@ from pathlib import Path
 from dpuprof.errors import UserError
 from dpuprof.recording.packing import pack_counts, pack_ids, unpack_counts
 from dpuprof.recording.schema import DDL, LATE_COLUMNS, SCHEMA_VERSION, TABLES, VIEWS
-from dpuprof.categories import top_level
 
 #: Stack samples older than this (seconds before the last interval) are merged at ``close``...
 BUCKET_AFTER_S = 60.0
@@ -74,7 +73,9 @@ class RecordingWriter:
         self._last_interval = -1
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA page_size=1024")  # 11 % smaller than 4096 (benchmarks/recording_size.py): less of each table's last page empty
+            # 1 KiB pages: 11 % smaller files than 4 KiB (benchmarks/recording_size.py), as each
+            # table's last page is partly empty.
+            self._db.execute("PRAGMA page_size=1024")
             self._db.execute("PRAGMA journal_mode=DELETE")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(DDL + VIEWS)
