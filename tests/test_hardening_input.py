@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from conftest import FIXTURES, PYTHON, dpuprof
 from dpuprof.errors import UserError
 from dpuprof.recording import SCHEMA_VERSION, load
+from dpuprof.recording.packing import pack_ids, unpack_ids
 from dpuprof.recording.schema import DDL
 from dpuprof.recording.summary import summarize
 from dpuprof.recording.writer import RecordingWriter
@@ -306,6 +307,8 @@ def test_nasty_strings_in_every_text_field_come_through_as_text(seed, tmp_path):
                     row[cols.index("category")] = "network"  # category names are a closed set
                 if table == "stacks":
                     row[cols.index("frame_ids")] = str(10 ** 6 + i)  # a one-frame stack of frame i
+                if table == "stack_list":  # schema v3: the same, packed
+                    row[cols.index("frames")] = pack_ids([10 ** 6 + i])
                 db.execute(f"INSERT OR IGNORE INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                            row)
         for key, (value,) in zip(("host", "kernel", "cpu_model", "user", "cwd"), [(s,) for s in NASTY_TEXT]):
@@ -328,8 +331,12 @@ def test_more_samples_than_capacity_still_renders(tmp_path):
     # plausible-looking file the loader accepts; the report must still render it.
     path = tmp_path / "many.rec"
     _synthetic(path)
-    with sqlite3.connect(path) as db:
-        db.execute("UPDATE cpu_category SET samples = 1000000 WHERE category = 'network'")
+    with sqlite3.connect(path) as db:  # schema v3 packs cpu_category (a view): edit what it unpacks
+        net = db.execute("SELECT subcategory_id FROM subcategories WHERE category = 'network'").fetchone()[0]
+        for interval, blob in db.execute("SELECT interval, counts FROM cpu_counts").fetchall():
+            v = unpack_ids(blob)
+            v[2::4] = [1000000 if sub == net else n for sub, n in zip(v[1::4], v[2::4])]
+            db.execute("UPDATE cpu_counts SET counts = ? WHERE interval = ?", (pack_ids(v), interval))
     assert check(path) == "accepted"
     res = dpuprof("report", path)
     assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr

@@ -92,8 +92,11 @@ def test_future_schema_version(tmp_path):
 
 def test_nan_and_negative_values_are_rejected(tmp_path):
     path = _write(tmp_path / "r.rec")
-    with sqlite3.connect(path) as db:
-        db.execute("UPDATE cpu_category SET cpu_s = -1 WHERE pid = 42")
+    with sqlite3.connect(path) as db:  # v3 packs cpu_category: make it a v2 file's table
+        db.execute("DROP VIEW cpu_category")
+        db.execute("CREATE TABLE cpu_category AS SELECT 0 AS interval, 42 AS pid, 'network' AS category, "
+                   "'network.tcpip' AS subcategory, 1 AS samples, -1.0 AS cpu_s")
+        db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     with pytest.raises(UserError, match="negative"):
         load(path)
     path = _write(tmp_path / "s.rec")
@@ -116,3 +119,140 @@ def test_refuses_symlink(tmp_path):
     with pytest.raises(UserError, match="symbolic link"):
         _write(tmp_path / "link.rec")
     assert (tmp_path / "target").read_text() == "keep"
+
+
+# ------------------------------------------------------------------ schema v3: packed storage, views
+
+def _load_size_benchmark():
+    """benchmarks/recording_size.py (rewrite a recording through the current writer, compare)."""
+    import importlib.util
+
+    from conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("recording_size", REPO / "benchmarks" / "recording_size.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _write_v3(path, intervals=3, **kwargs):
+    w = RecordingWriter(path, {"command": ["x"], "sample_freq_hz": 99, "category_split": True, "cpu_count": 2,
+                               "interval_s": 1.0}, **kwargs)
+    for i in range(intervals):
+        w.write_interval(
+            i, 100.0 + i, 101.0 + i,
+            {"cpu_category": [(42, "network", "network.tcpip", 10, 0.1 + i / 7), (0, "idle", "idle", 5, 0.05),
+                              (43, "kernel_other", "kernel_other.unsampled", 0, 0.000123456789)],
+             "stack_samples": [(42, 1, 3), (42, 2, 1), (43, 300, 2)]},
+            processes=[(42, 1, "worker", "worker --x", 1, 100.0, 101.0 + i)],
+            stacks=[(1, "a;b_[k]", "network", "network.tcpip", "crypto"), (2, "", "idle", "idle"),
+                    (300, ";".join(f"f{j}" for j in range(200)), "compute", "compute.python")] if i == 0 else [],
+        )
+    w.close(end_time=100.0 + intervals, exit_code=0)
+    return path
+
+
+def test_v3_round_trip_gives_the_v2_dataframes(tmp_path):
+    rec = load(_write_v3(tmp_path / "r.rec"))
+    assert rec.schema_version == SCHEMA_VERSION == 3
+    cat = rec.table("cpu_category")
+    assert list(cat.columns) == ["interval", "pid", "category", "subcategory", "samples", "cpu_s"]
+    row = cat[(cat["interval"] == 2) & (cat["pid"] == 42)].iloc[0]
+    assert (row["category"], row["subcategory"], row["samples"]) == ("network", "network.tcpip", 10)
+    assert row["cpu_s"] == pytest.approx(0.1 + 2 / 7, abs=1e-9)  # stored as integer ns
+    assert cat.loc[cat["pid"] == 43, "cpu_s"].iloc[0] == pytest.approx(0.000123457, abs=1e-9)
+    st = rec.table("stacks").set_index("stack_id")
+    assert list(st.columns) == ["folded", "category", "subcategory", "cause"]
+    assert st.loc[1].tolist() == ["a;b_[k]", "network", "network.tcpip", "crypto"]
+    assert st.loc[2].tolist() == ["", "idle", "idle", ""]
+    assert st.loc[300, "folded"] == ";".join(f"f{j}" for j in range(200))  # frame ids above 127
+    ss = rec.table("stack_samples")
+    assert list(ss.columns) == ["interval", "pid", "stack_id", "samples"] and ss["samples"].sum() == 18
+
+
+def test_v3_views_answer_sql_without_decoding_blobs(tmp_path):
+    path = _write_v3(tmp_path / "r.rec")
+    rec = load(path)
+    with sqlite3.connect(path) as db:
+        # The views named like the v1/v2 tables give what the reader gives.
+        folded = dict(db.execute("SELECT stack_id, folded FROM stacks").fetchall())
+        assert folded == dict(zip(rec.table("stacks")["stack_id"], rec.table("stacks")["folded"]))
+        by_cat = dict(db.execute("SELECT category, sum(cpu_s) FROM cpu_category GROUP BY 1").fetchall())
+        want = rec.table("cpu_category").groupby("category")["cpu_s"].sum()
+        assert by_cat == pytest.approx(dict(want))
+        rows = db.execute("SELECT interval, pid, comm, category, subcategory, cpu_s, samples FROM v_cpu_by_category "
+                          "WHERE pid = 42 AND interval = 0").fetchall()
+        assert rows == [(0, 42, "worker", "network", "network.tcpip", pytest.approx(0.1), 10)]
+        frames = db.execute("SELECT depth, name FROM v_stack_frames WHERE stack_id = 1 ORDER BY depth").fetchall()
+        assert frames == [(0, "a"), (1, "b_[k]")]
+        assert db.execute("SELECT count(*) FROM v_stack_frames WHERE stack_id = 300").fetchone()[0] == 200
+        top = db.execute("SELECT s.folded, sum(ss.samples) FROM v_stack_samples ss JOIN v_stacks s USING (stack_id) "
+                         "WHERE ss.category != 'idle' GROUP BY 1 ORDER BY 2 DESC LIMIT 1").fetchone()
+        assert top == ("a;b_[k]", 9)
+        proc = db.execute("SELECT comm, in_workload, samples FROM v_processes WHERE pid = 42").fetchone()
+        assert proc == ("worker", 1, 30)
+        ss = db.execute("SELECT interval, pid, stack_id, samples FROM stack_samples ORDER BY 1, 2, 3").fetchall()
+        assert ss == sorted(rec.table("stack_samples").itertuples(index=False, name=None))
+        cc = db.execute("SELECT * FROM cpu_category ORDER BY 1, 2, 4").fetchall()
+        want = rec.table("cpu_category").sort_values(["interval", "pid", "subcategory"])
+        assert [r[:5] for r in cc] == [r[:5] for r in want.itertuples(index=False, name=None)]
+
+
+def test_v3_old_stack_samples_merge_into_buckets_at_close(tmp_path):
+    rec = load(_write_v3(tmp_path / "r.rec", intervals=40, bucket_after_s=15.0, bucket_s=10.0))
+    assert rec.meta["stack_buckets"] == {"before": 20, "intervals": 10}
+    ss = rec.table("stack_samples")
+    assert ss["samples"].sum() == 40 * 6  # nothing lost
+    old = ss[ss["interval"] < 20]
+    assert set(old["interval"]) == {0, 10} and (old.groupby("stack_id")["samples"].sum() == [60, 20, 40]).all()
+    assert set(ss.loc[ss["interval"] >= 20, "interval"]) == set(range(20, 40))  # recent: per interval
+    # A recorder killed before close keeps every interval as written.
+    cut = load(_write_v3(tmp_path / "cut.rec", intervals=1))
+    assert "stack_buckets" not in cut.meta or cut.meta["stack_buckets"] is None
+
+
+def test_v3_damaged_blobs_and_ids_are_one_line_errors(tmp_path):
+    for sql, needle in [("UPDATE stack_list SET frames = x'81' WHERE stack_id = 1", "stack_list"),
+                        ("UPDATE stack_list SET frames = x'8f7f' WHERE stack_id = 1", "missing frame"),
+                        ("UPDATE cpu_counts SET counts = x'2a630101' WHERE interval = 0",
+                         "subcategory_id"),  # pid 42, subcategory 99, 1 sample, 1 ns
+                        ("UPDATE cpu_counts SET counts = x'2a0101' WHERE interval = 1", "whole"),
+                        ("UPDATE cpu_counts SET counts = 'x' WHERE interval = 1", "wrong value types"),
+                        ("UPDATE stack_counts SET counts = x'0102ff' WHERE pid = 42", "stack_counts")]:
+        path = _write_v3(tmp_path / "d.rec")
+        with sqlite3.connect(path) as db:
+            db.execute(sql)
+        with pytest.raises(UserError, match=needle) as err:
+            load(path)
+        assert "\n" not in str(err.value)
+        path.unlink()
+
+
+@pytest.mark.parametrize("name", ["ddp-plain-v1", "ddp-plain"])
+def test_v1_and_v2_fixtures_rewritten_as_v3_load_the_same(name, fixture_copy, tmp_path):
+    bench = _load_size_benchmark()
+    src = fixture_copy(name)
+    old = load(src)
+    assert old.schema_version < 3
+    out = tmp_path / "v3.rec"
+    bench.rewrite(old, out)
+    new = load(out)
+    assert new.schema_version == 3
+    assert bench.compare(old, new) == []
+    assert out.stat().st_size < src.stat().st_size
+
+
+def test_packing_round_trip():
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as hs
+
+    from dpuprof.recording.packing import MAX_ID, pack_ids, unpack_ids
+
+    @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(hs.lists(hs.integers(0, MAX_ID), max_size=20))
+    def run(ids):
+        assert unpack_ids(pack_ids(ids)) == ids
+    run()
+    assert pack_ids([1, 127, 128, 16384]) == bytes([1, 127, 0x81, 0, 0x81, 0x80, 0])
+    with pytest.raises(ValueError):
+        unpack_ids(b"\x81")

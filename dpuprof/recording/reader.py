@@ -23,6 +23,7 @@ from functools import cached_property
 from pathlib import Path
 
 from dpuprof.errors import UserError
+from dpuprof.recording.packing import unpack_counts, unpack_ids
 from dpuprof.recording.schema import LATE_COLUMNS, READABLE_VERSIONS, SCHEMA_VERSION, SINCE, TABLES
 
 DEFAULT_NAME = "dpuprof.rec"
@@ -174,9 +175,16 @@ def _load(path: Path, source: Path, writable: bool = False) -> Recording:
             _fail(path, f"unsupported schema version {version} (readable: {READABLE_VERSIONS})")
         _check_meta(path, meta)
         frames = {}
+        subs = _read_subcategories(path, db) if version >= 3 else None
         for table, cols in TABLES.items():
             if table == "stacks":
-                frames[table] = _read_stacks(path, db)
+                frames[table] = _read_stacks_v3(path, db, subs) if subs is not None else _read_stacks(path, db)
+                continue
+            if table == "cpu_category" and subs is not None:
+                frames[table] = _read_cpu_v3(path, db, subs)
+                continue
+            if table == "stack_samples" and subs is not None:
+                frames[table] = _check_types(path, table, _read_stack_counts(path, db))
                 continue
             if version < SINCE.get(table, 1):
                 frames[table] = _check_types(path, table, pd.DataFrame({c: [] for c in cols}))
@@ -262,6 +270,87 @@ def _read_stacks(path, db):
         if not isinstance(folded, str):
             _fail(path, "damaged table frames: non-text frame")
         out.append((stack_id, folded, category, subcategory, cause))
+    return pd.DataFrame(out, columns=list(TABLES["stacks"]))
+
+
+def _read_subcategories(path, db) -> dict[int, tuple[str, str]]:
+    """v3: {subcategory_id: (category, subcategory)}."""
+    try:
+        rows = db.execute("SELECT subcategory_id, category, subcategory FROM subcategories").fetchall()
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as err:
+        _fail(path, f"damaged table subcategories ({_first_line(err)})")
+    if not all(isinstance(i, int) and isinstance(c, str) and isinstance(s, str) for i, c, s in rows):
+        _fail(path, "damaged table subcategories: wrong value types")
+    return {i: (c, s) for i, c, s in rows}
+
+
+def _read_cpu_v3(path, db, subs):
+    """v3: cpu_category from cpu_counts (one packed row per interval: ids and integer ns) with the
+    v1/v2 columns and units."""
+    import pandas as pd
+
+    try:
+        rows = db.execute("SELECT interval, counts FROM cpu_counts").fetchall()
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as err:
+        _fail(path, f"damaged table cpu_counts ({_first_line(err)})")
+    out = []
+    for interval, blob in rows:
+        if not isinstance(interval, int) or not isinstance(blob, bytes):
+            _fail(path, "damaged table cpu_counts: wrong value types")
+        try:
+            values = unpack_ids(blob)
+        except ValueError as err:
+            _fail(path, f"damaged table cpu_counts: {err}")
+        if len(values) % 4:
+            _fail(path, "damaged table cpu_counts: not whole (pid, subcategory, samples, cpu_ns) tuples")
+        for i in range(0, len(values), 4):
+            pair = subs.get(values[i + 1])
+            if pair is None:
+                _fail(path, "damaged table cpu_counts: a subcategory_id not in subcategories")
+            out.append((interval, values[i], *pair, values[i + 2], values[i + 3] / 1e9))
+    return _check_types(path, "cpu_category", pd.DataFrame(out, columns=list(TABLES["cpu_category"])))
+
+
+def _read_stack_counts(path, db):
+    """v3: stack_samples from stack_counts (one packed row per interval and process)."""
+    import pandas as pd
+
+    try:
+        rows = db.execute("SELECT interval, pid, counts FROM stack_counts").fetchall()
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as err:
+        _fail(path, f"damaged table stack_counts ({_first_line(err)})")
+    out = []
+    for interval, pid, blob in rows:
+        if not isinstance(interval, int) or not isinstance(pid, int) or not isinstance(blob, bytes):
+            _fail(path, "damaged table stack_counts: wrong value types")
+        try:
+            out.extend((interval, pid, stack_id, n) for stack_id, n in unpack_counts(blob))
+        except ValueError as err:
+            _fail(path, f"damaged table stack_counts: {err}")
+    return pd.DataFrame(out, columns=list(TABLES["stack_samples"]))
+
+
+def _read_stacks_v3(path, db, subs):
+    """v3: the stacks table from stack_list (packed frame ids) and frames."""
+    import pandas as pd
+
+    try:
+        names = dict(db.execute("SELECT frame_id, name FROM frames").fetchall())
+        rows = db.execute("SELECT stack_id, frames, subcategory_id, cause FROM stack_list").fetchall()
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as err:
+        _fail(path, f"damaged table stack_list ({_first_line(err)})")
+    if not all(isinstance(n, str) for n in names.values()):
+        _fail(path, "damaged table frames: non-text frame")
+    out = []
+    for stack_id, packed, sub_id, cause in rows:
+        if not isinstance(stack_id, int) or not isinstance(packed, bytes) or not isinstance(cause, str) \
+                or sub_id not in subs:
+            _fail(path, "damaged table stack_list: wrong value types or an unknown subcategory_id")
+        try:
+            folded = ";".join(names[i] for i in unpack_ids(packed))
+        except (KeyError, ValueError):
+            _fail(path, f"damaged table stack_list: stack {stack_id} names a missing frame")
+        out.append((stack_id, folded, *subs[sub_id], cause))
     return pd.DataFrame(out, columns=list(TABLES["stacks"]))
 
 

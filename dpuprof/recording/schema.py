@@ -15,7 +15,8 @@ consistent up to its last committed interval.
   appear in stacks, or why not; docs/python-frames.md), workload ("command", "attach", "cgroup" or
   "system-wide": what in_workload marks), system_wide (bool, -a), duration_s (the --duration
   window or null), attached ([{pid, comm, cmdline}] of -p), cgroup (the --cgroup directory),
-  stop_reason ("command exited", "workload exited", "duration" or "stopped").
+  stop_reason ("command exited", "workload exited", "duration" or "stopped"), stack_buckets (v3,
+  written by the writer's close: which stack samples were merged, see stack_counts).
 
 Version 2 adds what the projection's critical-path model needs: per-thread scheduling of the
 workload's threads (``threads``, ``thread_time``, ``thread_wait``, ``thread_category``), collective
@@ -23,8 +24,14 @@ operations and training-step markers (``collectives``, ``markers``) and bytes pe
 (``codec_calls``). A version-1 file reads with those tables empty (``SINCE``).
 
 Version 3 adds the GPU beside the host (``gpu_process``: each process's share of a GPU, where NVML
-reports it; ``gpu.mem_total_bytes``) and the size work of issue 11 (see docs/recording.md). A
-version-1 or -2 file reads with the new tables empty and the new columns missing.
+reports it; ``gpu.mem_total_bytes``) and stores less (issue 11, docs/recording.md): category
+names once (``subcategories``) and CPU time as integer ns, packed per interval (``cpu_counts``), stacks as packed frame-id
+blobs (``stack_list``), stack samples as one packed row per interval and process
+(``stack_counts``), old stack samples merged into coarser buckets when the run ends (meta
+``stack_buckets``), and SQL views (``VIEWS``) that give ``cpu_category``, ``stacks``,
+``stack_samples`` and friendlier ``v_*`` views to the sqlite3 CLI. A version-1 or -2
+file reads with the new tables empty and the new columns missing; the reader gives every version
+the same DataFrames (``TABLES``).
 """
 
 SCHEMA_VERSION = 3
@@ -51,23 +58,45 @@ CREATE TABLE IF NOT EXISTS processes (
 -- 1 / sample_freq_hz per sample; one that ran but was never sampled has samples 0 and
 -- subcategory kernel_other.unsampled. Idle (pid 0) gives up what workload processes were charged
 -- above their run_ns (time they ran in the idle task's context), so the host still adds up.
-CREATE TABLE IF NOT EXISTS cpu_category (
-    interval INTEGER NOT NULL, pid INTEGER NOT NULL, category TEXT NOT NULL,
-    subcategory TEXT NOT NULL, samples INTEGER NOT NULL, cpu_s REAL NOT NULL);
+-- v3: the (category, subcategory) pairs, each stored once; cpu_counts and stack_list name them by id.
+CREATE TABLE IF NOT EXISTS subcategories (
+    subcategory_id INTEGER PRIMARY KEY, category TEXT NOT NULL, subcategory TEXT NOT NULL,
+    UNIQUE (category, subcategory));
+-- CPU samples classified per interval x process x (sub)category; pid 0 is the idle task.
+-- samples are equal-weight counts (the mix); cpu_ns is the process's exact on-CPU time in the
+-- interval (scheduler run time: probes/cpu_sample.bpf.c run_ns, or /proc schedstat for a live
+-- workload process) split across its subcategories in proportion to samples
+-- (dpuprof/record/drain.py scale_to_exact), rounded to the nanosecond. A process without exact
+-- time counts 1 / sample_freq_hz per sample; one that ran but was never sampled has samples 0 and
+-- subcategory kernel_other.unsampled. Idle (pid 0) gives up what workload processes were charged
+-- above their run_ns (time they ran in the idle task's context), so the host still adds up.
+-- v3 stores one row per interval: counts is the packed list (packing.py) of (pid,
+-- subcategory_id, samples, cpu_ns) 4-tuples, ascending. (v1/v2 stored the table cpu_category, one
+-- row per tuple with the names as text and cpu_s REAL; in v3 cpu_category is a view of this table
+-- with those same columns.)
+CREATE TABLE IF NOT EXISTS cpu_counts (interval INTEGER PRIMARY KEY, counts BLOB NOT NULL);
 -- Stack frames, each text stored once: kernel frames end in "_[k]", user frames are
 -- "symbol (module)".
 CREATE TABLE IF NOT EXISTS frames (frame_id INTEGER PRIMARY KEY, name TEXT NOT NULL);
--- Stacks as space-separated frame_ids, root first, and how they were classified. Readers get
--- them as folded text (frame names joined with ';'), the flamegraph.pl convention. cause (v2):
--- for a stack with kernel frames, the user-space work that made the kernel run ("crypto",
--- "compression", "python-alloc", ...; "" if none or unknown), docs/taxonomy.md. The same folded
--- stack can appear twice when a thread rule (collective transport threads) classified it.
-CREATE TABLE IF NOT EXISTS stacks (
-    stack_id INTEGER PRIMARY KEY, frame_ids TEXT NOT NULL,
-    category TEXT NOT NULL, subcategory TEXT NOT NULL, cause TEXT NOT NULL DEFAULT '');
-CREATE TABLE IF NOT EXISTS stack_samples (
-    interval INTEGER NOT NULL, pid INTEGER NOT NULL, stack_id INTEGER NOT NULL,
-    samples INTEGER NOT NULL);
+-- v3: stacks and how they were classified. frames is the packed list of frame_ids, root first:
+-- each id in base 128, most significant group first, every byte but an id's last with the top
+-- bit set (dpuprof/recording/packing.py; the view v_stack_frames unpacks it in SQL). Readers get
+-- stacks as folded text (frame names joined with ';'), the flamegraph.pl convention (the view
+-- stacks). cause: for a stack with kernel frames, the user-space work that made the kernel run
+-- ("crypto", "compression", "python-alloc", ...; "" if none or unknown), docs/taxonomy.md. The
+-- same folded stack can appear twice when a thread rule (collective transport threads)
+-- classified it. (v1/v2 stored the table stacks: frame_ids as space-separated text.)
+CREATE TABLE IF NOT EXISTS stack_list (
+    stack_id INTEGER PRIMARY KEY, frames BLOB NOT NULL, subcategory_id INTEGER NOT NULL,
+    cause TEXT NOT NULL DEFAULT '');
+-- v3: samples per interval x process x stack: counts is the packed list (packing.py) of
+-- (stack_id, samples) pairs, stack_id ascending; the view stack_samples gives one row per pair,
+-- the v1/v2 table of that name. meta stack_buckets (when present) says which intervals were merged
+-- at the end of the run: {"before": K, "intervals": B}: rows with interval < K each hold the
+-- samples of intervals [interval, interval + B).
+CREATE TABLE IF NOT EXISTS stack_counts (
+    interval INTEGER NOT NULL, pid INTEGER NOT NULL, counts BLOB NOT NULL,
+    PRIMARY KEY (interval, pid)) WITHOUT ROWID;
 -- Exact softirq time per CPU and vector (irq:softirq_entry/exit).
 CREATE TABLE IF NOT EXISTS softirq (
     interval INTEGER NOT NULL, cpu INTEGER NOT NULL, vector TEXT NOT NULL,
@@ -213,3 +242,78 @@ LATE_COLUMNS = {"processes": ("ns_pid", "cgroup"), "gpu": ("mem_total_bytes",)}
 SINCE = {name: 2 for name in ("threads", "thread_time", "thread_wait", "thread_category", "collectives",
                               "markers", "codec_calls")}
 SINCE["gpu_process"] = 3
+
+def _byte(at: str, h: str = "h") -> str:
+    """SQL for the byte at 0-based offset ``at`` of blob ``h``, as an integer (SQLite has no
+    byte-to-integer function; instr() on its two hex digits makes one). substr() of a blob counts
+    bytes from its start directly, where substr() of text would scan characters: a step costs
+    the same at any offset."""
+    return (f"(instr('0123456789ABCDEF', substr(hex(substr({h}, ({at}) + 1, 1)), 1, 1)) * 16"
+            f" + instr('0123456789ABCDEF', substr(hex(substr({h}, ({at}) + 1, 1)), 2, 1)) - 17)")
+
+
+_VALUE = "(CASE WHEN done THEN 0 ELSE acc END * 128 + (b & 127))"
+
+
+def _unpack(name: str, table: str, keys: str, blob: str, extra: tuple[str, str, str] = ("", "", "")) -> str:
+    """A recursive CTE ``name`` reading the packed ``blob`` of each ``table`` row one byte per step
+    (``b`` the next byte): its rows with ``done AND pos > 0`` are the values, ``acc`` the value and
+    ``k`` its index. ``extra``: (column, seed, step) SQL of one more carried column."""
+    col, seed, step = (", " + x if x else "" for x in extra)
+    return (f"{name}({keys}, h, pos, acc, done, k, b{col}) AS (\n"
+            f"    SELECT {keys}, {blob}, 0, 0, 1, -1, {_byte('0', blob)}{seed} FROM {table}\n"
+            f"    UNION ALL\n"
+            f"    SELECT {keys}, h, pos + 1, {_VALUE}, b < 128, k + (b < 128), {_byte('pos + 1')}{step}\n"
+            f"    FROM {name} WHERE pos < length(h))")
+
+
+_FOLD = ("folded", "''", f"CASE WHEN b < 128 THEN folded || CASE WHEN k >= 0 THEN ';' ELSE '' END || "
+                         f"coalesce((SELECT name FROM frames WHERE frame_id = {_VALUE}), '?') ELSE folded END")
+
+#: Views created in every v3 file, so SQL in the sqlite3 CLI needs no blob decoding
+#: (docs/recording.md has example queries). cpu_category, stacks and stack_samples have the
+#: columns the v1/v2 tables of those names had (stacks with folded text in place of frame_ids),
+#: so a query written for an older file runs on a new one.
+VIEWS = f"""
+-- The frames of each stack, depth 0 the root: stack_list.frames unpacked.
+CREATE VIEW IF NOT EXISTS v_stack_frames (stack_id, depth, frame_id, name) AS
+WITH RECURSIVE {_unpack("u", "stack_list", "stack_id", "frames")}
+SELECT u.stack_id, u.k, u.acc, f.name FROM u LEFT JOIN frames f ON f.frame_id = u.acc
+WHERE u.done AND u.pos > 0;
+-- Samples per interval x process x stack, as v1/v2 stored them: stack_counts unpacked.
+CREATE VIEW IF NOT EXISTS stack_samples (interval, pid, stack_id, samples) AS
+WITH RECURSIVE {_unpack("u", "stack_counts", "interval, pid", "counts")}
+SELECT interval, pid, max(CASE WHEN k % 2 = 0 THEN acc END), max(CASE WHEN k % 2 = 1 THEN acc END)
+FROM u WHERE done AND pos > 0 GROUP BY interval, pid, k / 2;
+-- Each stack as folded text (frame names joined with ';', root first) and its classification:
+-- the same unpacking, appending each frame's name as its last byte is read.
+CREATE VIEW IF NOT EXISTS v_stacks (stack_id, folded, category, subcategory, cause, depth) AS
+WITH RECURSIVE {_unpack("u", "stack_list", "stack_id", "frames", _FOLD)}
+SELECT s.stack_id, u.folded, c.category, c.subcategory, s.cause, u.k + 1
+FROM u JOIN stack_list s USING (stack_id) JOIN subcategories c USING (subcategory_id)
+WHERE u.pos = length(u.h);
+CREATE VIEW IF NOT EXISTS stacks (stack_id, folded, category, subcategory, cause) AS
+SELECT stack_id, folded, category, subcategory, cause FROM v_stacks;
+-- CPU per interval x process x subcategory, as v1/v2 stored it: cpu_counts unpacked.
+CREATE VIEW IF NOT EXISTS cpu_category (interval, pid, category, subcategory, samples, cpu_s) AS
+WITH RECURSIVE {_unpack("u", "cpu_counts", "interval", "counts")},
+t(interval, pid, subcategory_id, samples, cpu_ns) AS (
+    SELECT interval, max(CASE WHEN k % 4 = 0 THEN acc END), max(CASE WHEN k % 4 = 1 THEN acc END),
+           max(CASE WHEN k % 4 = 2 THEN acc END), max(CASE WHEN k % 4 = 3 THEN acc END)
+    FROM u WHERE done AND pos > 0 GROUP BY interval, k / 4)
+SELECT t.interval, t.pid, c.category, c.subcategory, t.samples, t.cpu_ns / 1e9
+FROM t JOIN subcategories c USING (subcategory_id);
+CREATE VIEW IF NOT EXISTS v_cpu_by_category (interval, pid, comm, category, subcategory, cpu_s, samples) AS
+SELECT t.interval, t.pid, p.comm, t.category, t.subcategory, t.cpu_s, t.samples
+FROM cpu_category t LEFT JOIN processes p ON p.pid = t.pid;
+CREATE VIEW IF NOT EXISTS v_stack_samples (interval, pid, comm, stack_id, category, subcategory, cause, samples) AS
+SELECT ss.interval, ss.pid, p.comm, ss.stack_id, c.category, c.subcategory, s.cause, ss.samples
+FROM stack_samples ss JOIN stack_list s USING (stack_id) JOIN subcategories c USING (subcategory_id)
+LEFT JOIN processes p ON p.pid = ss.pid;
+-- Each process with its CPU over the whole recording.
+CREATE VIEW IF NOT EXISTS v_processes (pid, ppid, comm, cmdline, in_workload, first_seen, last_seen, cpu_s, samples) AS
+SELECT p.pid, p.ppid, p.comm, p.cmdline, p.in_workload, p.first_seen, p.last_seen,
+       coalesce(t.cpu_s, 0), coalesce(t.samples, 0)
+FROM processes p LEFT JOIN (SELECT pid, sum(cpu_s) AS cpu_s, sum(samples) AS samples FROM cpu_category
+                            GROUP BY pid) t ON t.pid = p.pid;
+"""

@@ -1,0 +1,60 @@
+"""Packed frame-id lists of schema v3 (``stack_list.frames``).
+
+Each frame id is written in base 128, most significant group first; every byte of an id but its
+last has the top bit set (the variable-length quantity of MIDI and of ASN.1 object ids). A stack
+of 12 frames with ids below 16384 takes 24 bytes, against 40 as space-separated decimal text.
+Most significant first makes the SQL view that unpacks it (``schema.VIEWS``) a running
+``acc * 128 + low7`` with no shift to carry.
+"""
+
+from __future__ import annotations
+
+#: Ids above this are damage (and would not fit SQLite's 64-bit integers once read back).
+MAX_ID = (1 << 62) - 1
+#: Longest encoding of one id (62 bits in 7-bit groups).
+_MAX_BYTES = 9
+
+
+def pack_ids(ids) -> bytes:
+    """The packed bytes of the non-negative integers ``ids`` (in order)."""
+    out = bytearray()
+    for value in ids:
+        if value != int(value) or not 0 <= int(value) <= MAX_ID:
+            raise ValueError(f"packed value {value} is not an integer from 0 to 2**62-1")
+        value = int(value)
+        groups = [value & 0x7F]
+        value >>= 7
+        while value:
+            groups.append(0x80 | (value & 0x7F))
+            value >>= 7
+        out.extend(reversed(groups))
+    return bytes(out)
+
+
+def unpack_ids(data: bytes) -> list[int]:
+    """The ids packed in ``data``; ValueError if it is not a whole number of ids."""
+    ids, acc, width = [], 0, 0
+    for byte in data:
+        acc = (acc << 7) | (byte & 0x7F)
+        width += 1
+        if byte < 0x80:
+            ids.append(acc)
+            acc, width = 0, 0
+        elif width >= _MAX_BYTES:
+            raise ValueError("frame id longer than 9 bytes")
+    if width:
+        raise ValueError("packed frame ids end in the middle of an id")
+    return ids
+
+
+def pack_counts(counts: dict[int, int]) -> bytes:
+    """``{stack_id: samples}`` as packed (stack_id, samples) pairs, stack_id ascending."""
+    return pack_ids(v for item in sorted(counts.items()) for v in item)
+
+
+def unpack_counts(data: bytes) -> list[tuple[int, int]]:
+    """The (stack_id, samples) pairs of ``pack_counts``; ValueError if ``data`` is not pairs."""
+    ids = unpack_ids(data)
+    if len(ids) % 2:
+        raise ValueError("packed counts hold an odd number of values")
+    return list(zip(ids[0::2], ids[1::2]))
