@@ -132,7 +132,8 @@ CREATE TABLE IF NOT EXISTS host_disk (
 CREATE TABLE IF NOT EXISTS host_net (
     interval INTEGER NOT NULL, dev TEXT NOT NULL, bytes_sent INTEGER NOT NULL,
     bytes_recv INTEGER NOT NULL, packets_sent INTEGER NOT NULL, packets_recv INTEGER NOT NULL);
--- GPU per device per interval (NVML): util_pct the share of the interval a kernel ran
+-- GPU per device per interval (NVML): util_pct the reading at the end of the interval (the share of
+-- NVML's own sample period, 1/6 s to 1 s by device, in which a kernel ran; not an interval average)
 -- (nvmlDeviceGetUtilizationRates .gpu), mem_used_bytes / mem_total_bytes (v3) device memory.
 CREATE TABLE IF NOT EXISTS gpu (
     interval INTEGER NOT NULL, gpu_index INTEGER NOT NULL, util_pct REAL, mem_used_bytes INTEGER,
