@@ -28,7 +28,7 @@ from dpuprof.recording import load
 from dpuprof.recording.summary import summarize
 from dpuprof.render import registry
 from dpuprof.render.build import build_report
-from dpuprof.render.formats.folded import parse_folded
+from dpuprof.recording.folded import parse as parse_folded
 
 ROOT = Path(__file__).resolve().parents[1]
 # DPUPROF_FIXTURES: another glob of recordings to run these tests on (e.g. scratch recordings)

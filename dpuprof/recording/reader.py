@@ -23,6 +23,7 @@ from functools import cached_property
 from pathlib import Path
 
 from dpuprof.errors import UserError
+from dpuprof.recording.folded import join as join_frames
 from dpuprof.recording.schema import LATE_COLUMNS, READABLE_VERSIONS, SCHEMA_VERSION, SINCE, TABLES
 
 DEFAULT_NAME = "dpuprof.rec"
@@ -256,7 +257,7 @@ def _read_stacks(path, db):
                 or not isinstance(cause, str):
             _fail(path, "damaged table stacks: wrong value types")
         try:
-            folded = ";".join(names[int(i)] for i in frame_ids.split())
+            folded = join_frames(names[int(i)] for i in frame_ids.split())
         except (KeyError, ValueError, TypeError):
             _fail(path, f"damaged table stacks: stack {stack_id} names a missing frame")
         if not isinstance(folded, str):

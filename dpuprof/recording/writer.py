@@ -14,6 +14,7 @@ import sqlite3
 from pathlib import Path
 
 from dpuprof.errors import UserError
+from dpuprof.recording.folded import split as split_frames
 from dpuprof.recording.schema import DDL, LATE_COLUMNS, SCHEMA_VERSION, TABLES
 
 
@@ -126,7 +127,7 @@ class RecordingWriter:
         new_frames, rows = [], []
         for stack_id, folded, category, subcategory, *cause in stacks:
             ids = []
-            for name in folded.split(";") if folded else []:
+            for name in split_frames(folded):
                 fid = self._frame_ids.get(name)
                 if fid is None:
                     fid = self._frame_ids[name] = len(self._frame_ids) + 1
