@@ -627,7 +627,7 @@ def test_progress_line_only_when_asked():
     p = Progress(enabled=True, stream=buf, delay_s=0)
     p.step("chart 1/5")
     p.done()
-    assert "chart 1/5" in buf.getvalue() and buf.getvalue().endswith("\r\033[K")
+    assert "chart 1/5" in buf.getvalue() and buf.getvalue().endswith("\033[2K")  # erased when done
     quiet = io.StringIO()
     Progress(enabled=None, stream=quiet).step("x")  # StringIO is not a TTY
     assert quiet.getvalue() == ""

@@ -99,9 +99,11 @@ def project(recording, dpu, fmt, output, nodes, gpus_per_node, sweep_spec, set_s
         if stored:
             click.echo(f"dpuprof: projection stored in {stored}", err=True)
         return
+    import sys
+
     from dpuprof.render.formats.projection_terminal import render_terminal
 
-    click.echo(render_terminal(proj))
+    click.echo(render_terminal(proj, color=sys.stdout.isatty()))
     if stored and output is None:
         click.echo(f"\nStored in {stored} (dpuprof report {path} draws it).")
     elif stored:
