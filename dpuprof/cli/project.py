@@ -91,8 +91,9 @@ def project(recording, dpu, fmt, output, nodes, gpus_per_node, sweep_spec, set_s
     if sweep_args:
         proj["sweep"] = sweep_mod.sweep(inp, profile, *sweep_args, mode=mode, only=only_cats, window=window)
     proj["set"] = list(set_specs) or None
-    proj = store.stamp(proj, path, label=str(recording) if recording else str(path)).as_json()
-    stored = _store(store, proj, path, output)
+    typed = store.stamp(proj, path, label=str(recording) if recording else str(path))
+    proj = typed.as_json()
+    stored = _store(store, typed, path, output)
 
     if fmt == "json":
         echo_json(proj)
@@ -103,7 +104,7 @@ def project(recording, dpu, fmt, output, nodes, gpus_per_node, sweep_spec, set_s
 
     from dpuprof.render.formats.projection_terminal import render_terminal
 
-    click.echo(render_terminal(proj, color=sys.stdout.isatty()))
+    click.echo(render_terminal(typed, color=sys.stdout.isatty()))
     if stored and output is None:
         click.echo(f"\nStored in {stored} (dpuprof report {path} draws it).")
     elif stored:
@@ -122,7 +123,7 @@ def _only(only: str | None) -> tuple[str, ...] | None:
     return cats
 
 
-def _store(store, proj: dict, recording, output: str | None):
+def _store(store, proj, recording, output: str | None):
     """Write the projection where ``-o`` says, else where ``report`` looks; the path, or None (with a
     warning) when the default place cannot be written. A named ``-o`` that fails is an error."""
     from pathlib import Path

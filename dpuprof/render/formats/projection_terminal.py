@@ -2,11 +2,13 @@
 before/after/freed per category, the offloads that pay and those that do not, capacity, cores for
 AI, the job's speedup range, all-reduce extrapolation and a sweep, then assumptions and warnings.
 
-Input is the projection dict of docs/projection-contract.md (``Projection.as_json()``). Tables are
-laid out by rich (dpuprof.render.console); plain text unless ``color``."""
+Input is the typed Projection (dpuprof.projection.schema; a dict of docs/projection-contract.md is
+validated into one). Tables are laid out by rich (dpuprof.render.console); plain text unless
+``color``."""
 
 from __future__ import annotations
 
+from dpuprof.projection.schema import Projection
 from dpuprof.render.console import clean, styled, table, to_text
 
 
@@ -14,68 +16,69 @@ def _f(x, spec: str = ".2f", none: str = "-") -> str:
     return none if x is None else format(x, spec)
 
 
-def render_terminal(proj: dict, color: bool = False) -> str:
-    """The projection's tables and notes as terminal text (ANSI styles only when ``color``)."""
+def render_terminal(proj: Projection | dict, color: bool = False) -> str:
+    """The projection's tables and notes as terminal text (ANSI styles only when ``color``).
+    ValueError (one line) when a dict does not fit the Projection schema."""
+    if not isinstance(proj, Projection):
+        from dpuprof.projection.store import validate
+
+        proj = validate(proj)
     parts: list = []
     for section in (_header, _categories, _offloads, _capacity, _speedup, _allreduce, _sweep, _notes):
         parts += section(proj)
     return to_text(parts, color).rstrip("\n")
 
 
-def _header(proj: dict) -> list:
-    dpu, host = proj.get("dpu") or {}, proj.get("host") or {}
-    mode = proj.get("mode_override")
-    return [styled(f"Projection of {proj.get('recording')} on {dpu.get('name')}: {dpu.get('description', '')}",
-                   "bold"),
-            clean(f"Host: {host.get('cpu_count')} CPUs x {_f(host.get('duration_s'), '.1f')} s = "
-                  f"{_f(host.get('host_capacity_s'), '.1f')} CPU-seconds"
+def _header(proj: Projection) -> list:
+    dpu, host, mode = proj.dpu, proj.host, proj.mode_override
+    return [styled(f"Projection of {proj.recording} on {dpu.get('name')}: {dpu.get('description', '')}", "bold"),
+            clean(f"Host: {host.cpu_count} CPUs x {host.duration_s:.1f} s = {host.host_capacity_s:.1f} CPU-seconds"
                   + (f"; every mechanism forced to {mode}" if mode else "")), ""]
 
 
-def _categories(proj: dict) -> list:
-    dur = (proj.get("host") or {}).get("duration_s") or 0
-    rows = []
-    for cat, v in (proj.get("by_category") or {}).items():
-        cores = v["freed_s"] / dur if dur else 0.0
-        rows.append([cat, f"{v['before_s']:.2f}", f"{v['after_s']:.2f}", f"{v['freed_s']:.2f}", f"{cores:.3f}"])
-    t = proj.get("totals") or {}
-    rows.append(["total busy", f"{t.get('before_s', 0):.2f}", f"{t.get('after_s', 0):.2f}",
-                 f"{t.get('freed_s', 0):.2f}", f"{(t.get('freed_s', 0) / dur if dur else 0):.3f}"])
+def _categories(proj: Projection) -> list:
+    dur = proj.host.duration_s
+    rows = [[cat, f"{v.before_s:.2f}", f"{v.after_s:.2f}", f"{v.freed_s:.2f}", f"{(v.freed_s / dur if dur else 0):.3f}"]
+            for cat, v in proj.by_category.items()]
+    t = proj.totals
+    rows.append(["total busy", f"{t.before_s:.2f}", f"{t.after_s:.2f}", f"{t.freed_s:.2f}",
+                 f"{(t.freed_s / dur if dur else 0):.3f}"])
     return [table(["Category", "before s", "after s", "freed s", "freed cores"], rows, right=(1, 2, 3, 4), indent=0),
             ""]
 
 
-def _offloads(proj: dict) -> list:
+def _offloads(proj: Projection) -> list:
     out: list = []
-    rows = [r for r in proj.get("rows") or [] if (r.get("before_s") or 0) >= 0.0005]
-    tiny = len(proj.get("rows") or []) - len(rows)
+    rows = [r for r in proj.rows if (r.before_s or 0) >= 0.0005]
+    tiny = len(proj.rows) - len(rows)
     if rows:
         out.append("Offloads that pay (slice of the subcategory each mechanism covers):")
         out.append(table(["subcategory", "mechanism", "mode", "alpha", "n", "before s", "after s", "S", ""],
-                         [[r["subcategory"], r["mechanism"], r["mode"], _f(r["alpha"]), _f(r["n"], ".0f"),
-                           _f(r["before_s"]), _f(r["after_s"]), _f(r["speedup"], ".2f", "inf"),
-                           "[capacity-limited]" if r.get("capacity_limited") else ""] for r in rows],
+                         [[r.subcategory, r.mechanism, r.mode, _f(r.alpha), _f(r.n, ".0f"), _f(r.before_s),
+                           _f(r.after_s), _f(r.speedup, ".2f", "inf"), "[capacity-limited]" if r.capacity_limited else ""]
+                          for r in rows],
                          right=(3, 4, 5, 6, 7), max_w=21))
         if tiny:
             out.append(f"  ({tiny} slice{'s' if tiny > 1 else ''} under 0.5 ms of CPU not shown; see --format json)")
         out.append("  Needs:")
-        out += [clean(f"    {mech}: {req}") for mech, req in dict.fromkeys((r["mechanism"], r["requires"]) for r in rows)]
+        out += [clean(f"    {mech}: {req}") for mech, req in dict.fromkeys((r.mechanism, r.requires) for r in rows)]
         out.append("")
-    rejected = [r for r in proj.get("rejected") or [] if (r.get("before_s") or 0) > 0]
-    if rejected:
+    rejected = [r for r in proj.rejected if (r.before_s or 0) > 0]
+    if rejected:  # alpha_profile: the profile's alpha, an extra key of rejected rows
         out.append("Offloads that do not pay or free nothing here (left on the host):")
-        out.append(table([], [[r["subcategory"], r["mechanism"], f"S = {_f(r['speedup'], '.3f', 'inf')}",
-                               f"({_f(r['before_s'])} s; alpha {_f(r['alpha_profile'])})"] for r in rejected]))
+        out.append(table([], [[r.subcategory, r.mechanism, f"S = {_f(r.speedup, '.3f', 'inf')}",
+                               f"({_f(r.before_s)} s; alpha {_f(getattr(r, 'alpha_profile', None))})"]
+                              for r in rejected]))
         out.append("")
-    left = [r for r in proj.get("left_on_host") or [] if (r.get("before_s") or 0) > 0.0005]
+    left = [r for r in proj.left_on_host if (r.before_s or 0) > 0.0005]
     if left:
         out += [clean("No mechanism of this device covers: " +
-                      ", ".join(f"{r['subcategory']} {r['before_s']:.2f} s" for r in left)), ""]
+                      ", ".join(f"{r.subcategory} {r.before_s:.2f} s" for r in left)), ""]
     return out
 
 
-def _capacity(proj: dict) -> list:
-    caps = proj.get("capacity") or []
+def _capacity(proj: Projection) -> list:
+    caps = proj.capacity
     if not caps:
         return []
     rows = [[c["resource"], f"demand {c['demand']:.3g} / limit {c['limit']:.3g} {c['unit']}",
@@ -83,28 +86,26 @@ def _capacity(proj: dict) -> list:
     return ["Capacity:", table([], rows, max_w=120), ""]
 
 
-def _speedup(proj: dict) -> list:
-    host, cfa, sp = proj.get("host") or {}, proj.get("cores_for_ai") or {}, proj.get("speedup") or {}
-    cpu = host.get("cpu_count")
-    out = [f"Host cores available for AI: {_f(cfa.get('before_pct'), '.1f')} % ({_f(cfa.get('before_cores'))} "
-           f"of {cpu}) -> {_f(cfa.get('after_pct'), '.1f')} % ({_f(cfa.get('after_cores'))} of {cpu})",
-           styled(f"Speedup of the recorded job: low {_f(sp.get('low'), '.3f', 'unbounded')}   "
-                  f"expected {_f(sp.get('expected'), '.3f', 'unbounded')}   "
-                  f"high {_f(sp.get('high'), '.3f', 'unbounded')}", "bold")]
-    if sp.get("regime"):
-        out.append(clean(f"  regime: {sp['regime']}: {sp.get('regime_why') or ''}"))
-    if sp.get("contention_proxy") is not None:
-        out.append(f"  CPU-contention proxy T/(T-F): {_f(sp.get('contention_proxy'), '.3f', 'unbounded')}"
+def _speedup(proj: Projection) -> list:
+    cfa, sp, cpu = proj.cores_for_ai, proj.speedup, proj.host.cpu_count
+    out = [f"Host cores available for AI: {_f(cfa.before_pct, '.1f')} % ({_f(cfa.before_cores)} "
+           f"of {cpu}) -> {_f(cfa.after_pct, '.1f')} % ({_f(cfa.after_cores)} of {cpu})",
+           styled(f"Speedup of the recorded job: low {_f(sp.low, '.3f', 'unbounded')}   "
+                  f"expected {_f(sp.expected, '.3f', 'unbounded')}   high {_f(sp.high, '.3f', 'unbounded')}", "bold")]
+    if sp.regime:
+        out.append(clean(f"  regime: {sp.regime}: {sp.regime_why}"))
+    if sp.contention_proxy is not None:
+        out.append(f"  CPU-contention proxy T/(T-F): {sp.contention_proxy:.3f}"
                    "   ([low, high] are model bounds, not a confidence interval)")
-    if (sp.get("window") or {}).get("how"):
-        out.append(clean(f"  window: {sp['window']['how']}"))
-    if not sp.get("pays"):
+    if sp.window is not None and sp.window.how:
+        out.append(clean(f"  window: {sp.window.how}"))
+    if not sp.pays:
         out.append("  Offload does not pay on this recording: no mechanism frees host CPU.")
     return out
 
 
-def _allreduce(proj: dict) -> list:
-    ar = proj.get("allreduce")
+def _allreduce(proj: Projection) -> list:
+    ar = proj.allreduce
     if not ar:
         return []
     alg = ar.get("algorithm") or {}
@@ -128,8 +129,8 @@ def _allreduce(proj: dict) -> list:
     return out
 
 
-def _sweep(proj: dict) -> list:
-    sw = proj.get("sweep")
+def _sweep(proj: Projection) -> list:
+    sw = proj.sweep
     if not sw:
         return []
     out = ["", clean(f"Sweep of {sw['param']} ({sw['unit']}) on {sw.get('mechanism') or 'every mechanism'}"
@@ -142,12 +143,9 @@ def _sweep(proj: dict) -> list:
     return out
 
 
-def _notes(proj: dict) -> list:
-    sp = proj.get("speedup") or {}
-    out = ["", "Assumptions:"]
-    out += [clean(f"  - {a}") for a in (proj.get("assumptions") or []) + (sp.get("assumptions") or [])]
-    warns = proj.get("warnings") or []
-    if warns:
+def _notes(proj: Projection) -> list:
+    out = ["", "Assumptions:"] + [clean(f"  - {a}") for a in proj.assumptions + proj.speedup.assumptions]
+    if proj.warnings:
         out.append("Warnings:")
-        out += [styled(f"  ! {w}", "yellow") for w in warns]
+        out += [styled(f"  ! {w}", "yellow") for w in proj.warnings]
     return out
