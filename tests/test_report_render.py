@@ -28,7 +28,7 @@ from dpuprof.recording import load
 from dpuprof.recording.summary import summarize
 from dpuprof.render import registry
 from dpuprof.render.build import build_report
-from dpuprof.render.formats.folded import parse_folded
+from dpuprof.recording.folded import parse as parse_folded
 
 ROOT = Path(__file__).resolve().parents[1]
 # DPUPROF_FIXTURES: another glob of recordings to run these tests on (e.g. scratch recordings)
@@ -418,8 +418,17 @@ def test_compare_detects_a_real_difference(tmp_path):
     a = make_recording(tmp_path / "a.rec", seed=1)
     b = make_recording(tmp_path / "b.rec", seed=2, intervals=40)
     db = sqlite3.connect(b)
-    with db:  # B: network samples x4
-        db.execute("UPDATE cpu_category SET samples = samples * 4, cpu_s = cpu_s * 4 WHERE category = 'network'")
+    with db:  # B: network samples x4 (schema v3 packs cpu_category, a view: edit what it unpacks)
+        from dpuprof.recording.packing import pack_ids, unpack_ids
+
+        net = {r[0] for r in db.execute("SELECT subcategory_id FROM subcategories WHERE category = 'network'")}
+        for interval, blob in db.execute("SELECT interval, counts FROM cpu_counts").fetchall():
+            v = unpack_ids(blob)  # (pid, subcategory_id, samples, cpu_ns) per row
+            for i in range(0, len(v), 4):
+                if v[i + 1] in net:
+                    v[i + 2] *= 4
+                    v[i + 3] *= 4
+            db.execute("UPDATE cpu_counts SET counts = ? WHERE interval = ?", (pack_ids(v), interval))
     db.close()
     cmp = report_for(a, b, mode="compare").comparison
     assert cmp.loc["network", "diff_pp"] > 10 and cmp.loc["network", "significant"]
@@ -627,7 +636,7 @@ def test_progress_line_only_when_asked():
     p = Progress(enabled=True, stream=buf, delay_s=0)
     p.step("chart 1/5")
     p.done()
-    assert "chart 1/5" in buf.getvalue() and buf.getvalue().endswith("\r\033[K")
+    assert "chart 1/5" in buf.getvalue() and buf.getvalue().endswith("\033[2K")  # erased when done
     quiet = io.StringIO()
     Progress(enabled=None, stream=quiet).step("x")  # StringIO is not a TTY
     assert quiet.getvalue() == ""

@@ -24,3 +24,18 @@ def test_update_on_a_pipe_prints_whole_lines():
     out = io.StringIO()
     StatusLine(stream=out, every_s=0).update(1.0, 0, Counter(), 2, workload_cpu_s=1.0, processes=2)
     assert out.getvalue() == "[dpuprof]    1.0s  workload 1.00 CPU-s in 2 processes  (psutil mode: no category split)  lost 2\n"
+
+
+def test_update_on_a_tty_redraws_one_line_and_clear_erases_it():
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    out = Tty()
+    status = StatusLine(stream=out)
+    status.update(1.0, 5, Counter({"network": 3}), 0)
+    status.update(2.0, 9, Counter({"network": 3}), 0)
+    status.clear()
+    text = out.getvalue()
+    assert "5 samples" in text and "9 samples" in text and "\r\x1b[2K" in text  # redrawn in place
+    assert text.endswith("\x1b[2K") and status._live is None  # erased, nothing left running

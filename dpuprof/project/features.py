@@ -20,6 +20,7 @@ import pandas as pd
 from dpuprof.categories import IDLE, top_level
 from dpuprof.project import codecs
 from dpuprof.project.inputs import ProjectionInput
+from dpuprof.recording.folded import split as split_frames
 
 #: sock_io protocols that travel over IP (the recorder writes other families' numbers, e.g. "0" for unix).
 IP_PROTOCOLS = ("tcp", "udp", "sctp", "mptcp", "udplite")
@@ -75,7 +76,7 @@ _COMPRESS = re.compile(r"compress|deflate|encode", re.I)
 def _frames(folded: str) -> list[tuple[str, str | None]]:
     """Frames leaf first, as (symbol, module or None for kernel frames)."""
     out = []
-    for frame in reversed(folded.split(";")):
+    for frame in reversed(split_frames(folded)):
         if frame.endswith("_[k]"):
             out.append((frame[:-4], None))
         elif frame.endswith(")") and " (" in frame:

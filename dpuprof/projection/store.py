@@ -7,7 +7,8 @@
   never written through), mode 0644;
 - ``read``: parse (NaN/Infinity refused) and validate; any problem is a ``ValueError`` with one
   line naming the first bad field.
-- ``sha256``: of the recording a projection was made from, so a report can tell a stale one.
+- ``sha256``: of the recording a projection was made from, so a report can tell a stale one;
+  ``stamp`` puts it, and the recording's name, into a projection before it is stored.
 """
 
 from __future__ import annotations
@@ -101,6 +102,15 @@ def write(proj: Projection | dict, target: str | os.PathLike) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+def stamp(proj: dict, recording: str | os.PathLike, label: str | None = None) -> Projection:
+    """The Projection of ``proj`` made from the file ``recording``: its ``recording`` field set to
+    ``label`` (the name the user gave; default the path) and ``recording_sha256`` to the file's
+    checksum, then validated (ValueError with one line)."""
+    proj = dict(proj, recording=label if label is not None else str(recording),
+                recording_sha256=sha256(recording))
+    return validate(proj)
 
 
 def _reject(name):

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from dpuprof.categories import IDLE, top_level
 from dpuprof.record import rulefile
+from dpuprof.recording.folded import join as join_frames, split as split_frames
 
 KERNEL_SUFFIX = "_[k]"
 NO_KERNEL_MATCH = "kernel_other.other"
@@ -244,7 +245,7 @@ class Classifier:
 def split_folded(folded: str) -> tuple[list[str], list[str]]:
     """Folded stack text (root first, ';'-separated) -> (kernel frames, user frames), root first."""
     kernel, user = [], []
-    for frame in folded.split(";") if folded else []:
+    for frame in split_frames(folded):
         if frame.endswith(KERNEL_SUFFIX):
             kernel.append(frame[: -len(KERNEL_SUFFIX)])
         else:
@@ -254,7 +255,7 @@ def split_folded(folded: str) -> tuple[list[str], list[str]]:
 
 def fold(kernel_frames, user_frames) -> str:
     """(kernel frames, user frames), root first -> folded text: user frames, then kernel frames."""
-    return ";".join([*user_frames, *(f + KERNEL_SUFFIX for f in kernel_frames)])
+    return join_frames([*user_frames, *(f + KERNEL_SUFFIX for f in kernel_frames)])
 
 
 __all__ = ["Classifier", "Classification", "split_folded", "split_user_frame", "fold", "IDLE"]

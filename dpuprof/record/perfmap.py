@@ -17,6 +17,8 @@ import re
 import shutil
 import subprocess
 
+from dpuprof.recording.folded import escape
+
 SUFFIX = " (perf-map)"
 
 
@@ -34,7 +36,7 @@ def parse_line(line: str) -> tuple[int, int, str] | None:
 
 def frame_name(name: str) -> str:
     """The frame string shown in stacks: ``py::f:/x.py (perf-map)``, safe inside folded text."""
-    text = name.replace(";", ":").replace("\n", " ").replace("\r", " ")
+    text = escape(name)
     return text + SUFFIX
 
 

@@ -2,6 +2,9 @@
 
 eBPF mode: stack samples and the top categories. psutil mode (``--probes psutil``) takes no
 samples, so it shows what it does collect: the workload's CPU seconds and its processes.
+
+On a TTY the line is a rich ``Live`` display, redrawn in place on each update (no refresh thread)
+and erased by ``clear``; on a pipe or file it is a plain line every ``every_s`` seconds.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ class StatusLine:
         self.tty = self.stream.isatty()
         self.every_s = every_s
         self._last = 0.0
-        self._shown = False
+        self._live = None
 
     def update(self, elapsed_s: float, samples: int, categories, lost: int, *,
                workload_cpu_s: float | None = None, processes: int | None = None) -> None:
@@ -50,15 +53,24 @@ class StatusLine:
         return line
 
     def _write(self, line: str) -> None:
-        if self.tty:
-            self.stream.write("\r\x1b[K" + line)
-            self._shown = True
-        else:
+        if not self.tty:
             self.stream.write(line + "\n")
-        self.stream.flush()
+            self.stream.flush()
+            return
+        from rich.text import Text
+
+        if self._live is None:
+            from rich.console import Console
+            from rich.live import Live
+
+            console = Console(file=self.stream, force_terminal=True, markup=False, highlight=False, emoji=False)
+            self._live = Live(console=console, auto_refresh=False, transient=True,
+                              redirect_stdout=False, redirect_stderr=False)
+            self._live.start()
+        self._live.update(Text(line, no_wrap=True, overflow="ellipsis"), refresh=True)
 
     def clear(self) -> None:
-        if self.tty and self._shown:
-            self.stream.write("\r\x1b[K")
-            self.stream.flush()
-            self._shown = False
+        """Erase the line (TTY); nothing to do on a pipe."""
+        if self._live is not None:
+            self._live.stop()
+            self._live = None

@@ -15,6 +15,7 @@ import os
 import re
 
 from dpuprof.record.perfmap import PerfMap, frame_name, read_code, return_offset
+from dpuprof.recording.folded import escape
 
 UNKNOWN = "[unknown]"
 UNRESOLVED = "[unresolved]"  # symbol not looked up: module only
@@ -29,7 +30,7 @@ _PKG_DIRS = ("/site-packages/", "/dist-packages/")
 
 def clean(text: str) -> str:
     """Make a symbol safe inside a folded stack (';' separates frames, newline separates stacks)."""
-    return text.replace(";", ":").replace("\n", " ").replace("\r", " ")
+    return escape(text)
 
 
 def module_label(path: str) -> str:

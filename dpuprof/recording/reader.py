@@ -24,6 +24,7 @@ from pathlib import Path
 
 from dpuprof.errors import UserError
 from dpuprof.recording.packing import unpack_counts, unpack_ids
+from dpuprof.recording.folded import join as join_frames
 from dpuprof.recording.schema import LATE_COLUMNS, READABLE_VERSIONS, SCHEMA_VERSION, SINCE, TABLES
 
 DEFAULT_NAME = "dpuprof.rec"
@@ -264,7 +265,7 @@ def _read_stacks(path, db):
                 or not isinstance(cause, str):
             _fail(path, "damaged table stacks: wrong value types")
         try:
-            folded = ";".join(names[int(i)] for i in frame_ids.split())
+            folded = join_frames(names[int(i)] for i in frame_ids.split())
         except (KeyError, ValueError, TypeError):
             _fail(path, f"damaged table stacks: stack {stack_id} names a missing frame")
         if not isinstance(folded, str):
@@ -347,7 +348,7 @@ def _read_stacks_v3(path, db, subs):
                 or sub_id not in subs:
             _fail(path, "damaged table stack_list: wrong value types or an unknown subcategory_id")
         try:
-            folded = ";".join(names[i] for i in unpack_ids(packed))
+            folded = join_frames(names[i] for i in unpack_ids(packed))
         except (KeyError, ValueError):
             _fail(path, f"damaged table stack_list: stack {stack_id} names a missing frame")
         out.append((stack_id, folded, *subs[sub_id], cause))

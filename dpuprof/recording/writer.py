@@ -26,6 +26,8 @@ from dpuprof.recording.schema import DDL, LATE_COLUMNS, SCHEMA_VERSION, TABLES, 
 BUCKET_AFTER_S = 60.0
 #: ... into buckets of this many seconds (a whole number of intervals, aligned to interval 0).
 BUCKET_S = 10.0
+from dpuprof.recording.folded import split as split_frames
+from dpuprof.recording.schema import DDL, LATE_COLUMNS, SCHEMA_VERSION, TABLES
 
 
 def _create_exclusive(path: Path, owner: tuple[int, int] | None) -> None:
@@ -192,7 +194,7 @@ class RecordingWriter:
         new_frames, rows = [], []
         for stack_id, folded, category, subcategory, *cause in stacks:
             ids = []
-            for name in folded.split(";") if folded else []:
+            for name in split_frames(folded):
                 fid = self._frame_ids.get(name)
                 if fid is None:
                     fid = self._frame_ids[name] = len(self._frame_ids) + 1

@@ -12,6 +12,7 @@ from html import escape
 
 import pandas as pd
 
+from dpuprof.recording.folded import split as split_frames
 from dpuprof.render.palette import color
 
 WIDTH = 1200
@@ -53,7 +54,7 @@ def build_tree(stacks: pd.DataFrame, categories=None, root: str = "all") -> Node
         node = top
         node.value += samples
         node.cats[cat] = node.cats.get(cat, 0.0) + samples
-        for frame in str(folded).split(";"):
+        for frame in split_frames(str(folded)):
             node = node.child(frame)
             node.value += samples
             node.cats[cat] = node.cats.get(cat, 0.0) + samples
@@ -71,7 +72,7 @@ def add_other(tree: Node, stacks: pd.DataFrame, categories=None) -> Node:
         v = float(samples) * scale
         node = tree
         node.other += v
-        for frame in str(folded).split(";"):
+        for frame in split_frames(str(folded)):
             node = node.children.get(frame)
             if node is None:
                 break

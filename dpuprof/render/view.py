@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from dpuprof.categories import CATEGORIES, IDLE, INFRASTRUCTURE
+from dpuprof.recording.folded import SEP, escape
 
 #: host_cpu fields shown over time when a recording has no category split (psutil mode)
 CPU_TIME_FIELDS = ("user", "nice", "system", "irq", "softirq", "steal")
@@ -138,7 +139,7 @@ def require_stacks(report: "Report", fmt: str) -> None:
 
 def frame_name(comm: str, pid: int) -> str:
     """A process name usable as a folded-stack frame (no ';', no line breaks)."""
-    comm = (comm or "").replace(";", ":").replace("\n", " ").replace("\r", " ").strip()
+    comm = escape(comm or "").strip()
     return comm or f"pid {pid}"
 
 
@@ -224,7 +225,7 @@ def _stacks(rec) -> pd.DataFrame:
     agg = agg[agg["category"] != IDLE]
     procs = rec.table("processes").drop_duplicates("pid").set_index("pid")["comm"]
     roots = {pid: frame_name(procs.get(pid, ""), int(pid)) for pid in agg["pid"].unique()}
-    agg["folded"] = agg["pid"].map(roots) + ";" + agg["folded"]
+    agg["folded"] = agg["pid"].map(roots) + SEP + agg["folded"]
     out = agg.groupby(["folded", "category", "subcategory"], as_index=False)["samples"].sum()
     return out[cols].astype({"samples": float})
 

@@ -1,8 +1,13 @@
 """One self-contained HTML file: charts as inline PNG (base64), flame graphs as inline SVG, the CSS
 and the zoom script inline, no network access.
 
-Safety: every string that comes from a recording or a projection goes through ``html.escape``; the
-JSON copy of the data in ``<script type="application/json">`` has ``<``, ``>`` and ``&`` escaped as
+The page is Jinja2 templates (reports/templates/: ``single.html``, ``compare.html``, ``merge.html``
+extending ``report.html``, one ``sections/*.html`` include per section); this module only builds
+their context: plain strings and rows from :mod:`dpuprof.render.tables`.
+
+Safety: the templates are rendered with autoescape, so every string that comes from a recording or
+a projection is escaped; only the CSS, the script, the JSON block and the flame-graph SVG (escaped
+by dpuprof.render.flame) are handed over as ``Markup``. The JSON copy of the data in ``<script type="application/json">`` has ``<``, ``>`` and ``&`` escaped as
 ``\\u003c`` and so on; a Content-Security-Policy allows only the report's own script (by hash),
 inline styles and data: images, so even a missed escape could not run a script or load anything.
 """
@@ -16,8 +21,9 @@ import json
 import math
 import shlex
 import struct
-from html import escape
-from string import Template
+from functools import lru_cache
+
+from markupsafe import Markup
 
 from dpuprof import __version__
 from dpuprof.categories import INFRASTRUCTURE
@@ -26,10 +32,6 @@ from dpuprof.render.formats import html_sections as S
 from dpuprof.render.formats.json_format import data_for
 from dpuprof.render.view import Report, RunView
 from dpuprof.render.output import Rendered
-
-
-def e(value) -> str:
-    return escape(str(value), quote=True)
 
 
 def _finite(obj):
@@ -55,47 +57,37 @@ def csp(script: str) -> str:
             f"script-src 'sha256-{digest}'; base-uri 'none'; form-action 'none'")
 
 
-# ----------------------------------------------------------------------------- pieces
+# ----------------------------------------------------------------------------- context
 
-def table(header: list[str], rows: list[list[str]], num_cols=(), classes=None) -> str:
-    head = "".join(f'<th{" class=num" if i in num_cols else ""}>{e(h)}</th>' for i, h in enumerate(header))
-    body = []
-    for k, row in enumerate(rows):
-        cls = f' class="{e(classes[k])}"' if classes and classes[k] else ""
-        cells = "".join(f'<td{" class=num" if i in num_cols else ""}>{e(c)}</td>' for i, c in enumerate(row))
-        body.append(f"<tr{cls}>{cells}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+@lru_cache(maxsize=1)
+def environment():
+    """The Jinja2 environment over the template folder; autoescape on for every template."""
+    import jinja2
+
+    from dpuprof.render import templates
+
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates.template_dir())),
+                              autoescape=True, undefined=jinja2.StrictUndefined,
+                              trim_blocks=True, lstrip_blocks=True)
 
 
-def assumptions_cell(items: list[str]) -> str:
-    """The first assumption, and the rest behind a native <details> toggle (no script)."""
+def assumptions_cell(items: list[str]) -> dict:
+    """The first assumption shown, the rest behind a native <details> toggle (no script); a first
+    one over 240 characters is cut to ~200 and shown in full in the toggle."""
     if not items:
-        return e(T.DASH)
-    first = e(items[0])
+        return {"first": T.DASH, "rest": []}
     if len(items) == 1 and len(items[0]) < 240:
-        return first
-    rest = items[1:] if len(items[0]) < 240 else items
-    first = first if len(items[0]) < 240 else e(items[0][:200].rsplit(" ", 1)[0] + " …")
-    lis = "".join(f"<li>{e(a)}</li>" for a in rest)
-    return f"{first}<details><summary>{len(rest)} more</summary><ul>{lis}</ul></details>"
+        return {"first": items[0], "rest": []}
+    if len(items[0]) < 240:
+        return {"first": items[0], "rest": items[1:]}
+    return {"first": items[0][:200].rsplit(" ", 1)[0] + " …", "rest": items}
 
 
-def vendor_table(v: RunView) -> str:
-    rows = T.vendor_rows(v)
-    head = "".join(f"<th>{e(h)}</th>" for h in T.HEADER)
-    body = "".join(
-        "<tr>" + "".join(f'<td class="{cls}">{e(c)}</td>' for cls, c in
-                         zip(("", "num", "num", "num", "num", "vendor"), r.cells()[:6]))
-        + f'<td class="assume">{assumptions_cell(r.assumptions)}</td></tr>'
-        for r in rows)
-    return f'<table class="vendor"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
-
-
-def notes(items: list[str]) -> str:
-    if not items:
-        return ""
-    lis = "".join(f"<li>{e(i)}</li>" for i in items)
-    return f'<div class="notes" role="note"><b>Notes</b><ul>{lis}</ul></div>'
+def vendor_table(v: RunView) -> dict:
+    classes = ("", "num", "num", "num", "num", "vendor")
+    return {"header": T.HEADER,
+            "rows": [{"cells": list(zip(classes, r.cells()[:6])), "assumptions": assumptions_cell(r.assumptions)}
+                     for r in T.vendor_rows(v)]}
 
 
 def _png_size(png: bytes) -> tuple[int, int]:
@@ -104,15 +96,14 @@ def _png_size(png: bytes) -> tuple[int, int]:
     return 0, 0
 
 
-def figure(title: str, caption: str, png: bytes, key: str) -> str:
+def figure(title: str, caption: str, png: bytes, key: str) -> dict:
     w, h = _png_size(png)
-    data = base64.b64encode(png).decode("ascii")
-    size = f' width="{w}" height="{h}"' if w and h else ""
-    return (f'<figure id="fig-{e(key)}"><img src="data:image/png;base64,{data}" alt="{e(title)}"{size}>'
-            f"<figcaption><b>{e(title)}.</b> {e(caption)}</figcaption></figure>")
+    return {"title": title, "caption": caption, "key": key, "width": w, "height": h,
+            "data": base64.b64encode(png).decode("ascii")}
 
 
-def meta_line(v: RunView) -> str:
+def meta_items(v: RunView) -> list[dict]:
+    """The run's description line as items ``{before, text, wrap}`` (wrap: "code", "b" or "")."""
     m = v.meta
     cmd = m.get("command")
     if isinstance(cmd, list):
@@ -124,19 +115,17 @@ def meta_line(v: RunView) -> str:
         when = _dt.datetime.fromtimestamp(start, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     host = m.get("host")
     host = ", ".join(map(str, host)) if isinstance(host, list) else host
-    parts = [f"<code>{e(cmd)}</code>" if cmd else "",
-             f"host {e(host)}" if host else "", f"kernel {e(m.get('kernel'))}" if m.get("kernel") else "",
-             f"{v.cpu_count:g} CPUs" + (f" ({e(m.get('cpu_model'))})" if m.get("cpu_model") else ""),
-             f"{v.duration_s:.1f} s", f"mode {e(m.get('mode'))}" if m.get("mode") else "",
-             f"{float(m.get('sample_freq_hz') or 0):g} Hz sampling" if m.get("sample_freq_hz") else "",
-             e(when) if when else "", f"file {e(v.path)}"]
     dpu = (v.projection or {}).get("dpu") or {}
-    if dpu.get("name"):
-        parts.append(f"projected for <b>{e(dpu.get('name'))}</b>")
-    return '<p class="meta">' + " · ".join(p for p in parts if p) + "</p>"
+    items = [("", cmd, "code"), ("host ", host, ""), ("kernel ", m.get("kernel"), ""),
+             ("", f"{v.cpu_count:g} CPUs" + (f" ({m.get('cpu_model')})" if m.get("cpu_model") else ""), ""),
+             ("", f"{v.duration_s:.1f} s", ""), ("mode ", m.get("mode"), ""),
+             ("", f"{float(m.get('sample_freq_hz') or 0):g} Hz sampling" if m.get("sample_freq_hz") else "", ""),
+             ("", when, ""), ("file ", str(v.path), ""), ("projected for ", dpu.get("name"), "b")]
+    return [{"before": before, "text": str(text), "wrap": wrap} for before, text, wrap in items if text]
 
 
-def kpis(v: RunView) -> str:
+def kpis(v: RunView) -> list[tuple[str, str]]:
+    """The headline numbers: (big, small) pairs."""
     from dpuprof.render.projection_file import num
 
     items = []
@@ -159,21 +148,16 @@ def kpis(v: RunView) -> str:
     items.append((T.fmt_bytes(float(net.get("tx_bytes") or 0) + float(net.get("rx_bytes") or 0)), "network bytes"))
     io = v.summary.get("io") or {}
     items.append((T.fmt_bytes(float(io.get("read_bytes") or 0) + float(io.get("write_bytes") or 0)), "storage bytes"))
-    return '<div class="headline">' + "".join(
-        f'<div class="kpi"><b>{e(big)}</b><span>{e(small)}</span></div>' for big, small in items) + "</div>"
+    return items
 
 
-def breakdown(v: RunView) -> str:
-    parts = ['<div class="cols"><div><h3>By category</h3>',
-             table(T.CATEGORY_HEADER, T.category_rows(v), num_cols=range(1, 6)), "</div>",
-             "<div><h3>Top subcategories</h3>",
-             table(T.SUBCATEGORY_HEADER, T.subcategory_rows(v), num_cols=(1, 2)), "</div></div>",
-             "<h3>Workload processes</h3>",
-             table(T.PROCESS_HEADER, T.process_rows(v), num_cols=(0, 2, 3))]
-    return "".join(parts)
+def breakdown(v: RunView) -> dict:
+    return {"category_header": T.CATEGORY_HEADER, "categories": T.category_rows(v),
+            "subcategory_header": T.SUBCATEGORY_HEADER, "subcategories": T.subcategory_rows(v),
+            "process_header": T.PROCESS_HEADER, "processes": T.process_rows(v)}
 
 
-def method(views: list[RunView]) -> str:
+def method(views: list[RunView]) -> list[str]:
     items = ["CPU time per category comes from classified CPU stack samples (the recorder scales each "
              "process's samples to its on-CPU time where the scheduler reports it); the leaf-most frame "
              "that matches a rule decides the category (dpuprof/data/rules.toml).",
@@ -186,122 +170,96 @@ def method(views: list[RunView]) -> str:
     if not any(v.projection for v in views):
         items.append("No projection: the 'Projected with DPU' column is empty. Run "
                      "'dpuprof project RUN.rec' to add it.")
-    return "<h2>Method and assumptions</h2><ul>" + "".join(f"<li>{e(i)}</li>" for i in items) + "</ul>"
+    return items
 
 
-# ----------------------------------------------------------------------------- layouts
-
-def _charts(report: Report, progress) -> str:
+def charts(report: Report, progress) -> list[dict]:
+    """The chart grids: ``{pair, figures}``, unpaired charts first, then each A/B pair."""
     from dpuprof.render.charts import to_png
     from dpuprof.render.figures import charts_for
 
     specs = charts_for(report)
-    grids: dict[str, list[str]] = {"": []}  # unpaired charts in one grid, then each A/B pair in a row
+    grids: dict[str, list[dict]] = {"": []}
     for i, c in enumerate(specs):
         if progress:
             progress.step(f"chart {i + 1}/{len(specs)}: {c.title}")
         grids.setdefault(c.pair, []).append(figure(c.title, c.caption, to_png(c.draw()), c.key))
-    return "<h2>Charts</h2>" + "".join(f'<div class="grid{" pair" if pair else ""}">{"".join(figs)}</div>'
-                                       for pair, figs in grids.items() if figs)
+    return [{"pair": pair, "figures": figs} for pair, figs in grids.items() if figs]
 
 
-def _flame(v: RunView, title: str, svg_id: str) -> str:
+def run_context(v: RunView, flame_title: str | None = None, svg_id: str = "flame-tax",
+                gpu_heading: str = "GPU") -> dict:
+    """What the sections need of one run; ``flame_svg`` is None without a category split; window,
+    gpu and steps are None for a merged total (each node has its own)."""
     from dpuprof.render.flame import tax_svg
 
-    return f'<div class="flamebox">{tax_svg(v.stacks, title, svg_id=svg_id)}</div>'
+    svg = Markup(tax_svg(v.stacks, flame_title, svg_id=svg_id)) if flame_title and v.category_split else None
+    return {"name": v.name, "meta": meta_items(v), "warnings": v.warnings, "kpis": kpis(v),
+            "vendor": vendor_table(v), "breakdown": breakdown(v), "flame_svg": svg,
+            "window": S.window_text(v) if v.recording is not None else None,
+            "gpu": S.gpu_context(v, figure, gpu_heading), "steps": S.steps_context(v)}
 
 
-def body_single(report: Report, progress) -> str:
-    v = report.main
-    parts = [f"<h1>dpuprof report: {e(v.name)}</h1>", meta_line(v), S.window_line(v), notes(v.warnings), kpis(v),
-             "<h2>Measured, not claimed</h2>",
-             "<p>The vendor table, with numbers from this recording. Ranges are 95 % intervals.</p>",
-             vendor_table(v), _charts(report, progress), S.gpu_section(v, table, figure), S.steps_section(v, table)]
-    if v.category_split:
-        if progress:
-            progress.step("flame graph")
-        parts += ["<h2>Where the infrastructure tax goes</h2>",
-                  "<p>Stacks classified as network, storage, crypto or compression; the bottom row is the "
-                  "process. Width is CPU samples.</p>", _flame(v, f"Infrastructure tax — {v.name}", "flame-tax")]
-    parts += ["<h2>Breakdown</h2>", breakdown(v), method([v])]
-    return "".join(parts)
-
-
-def body_compare(report: Report, progress) -> str:
+def _compare_context(report: Report) -> dict:
     from dpuprof.render.flame import diff_svg
 
     a, b = report.runs
-    parts = [f"<h1>dpuprof comparison: A = {e(a.name)}, B = {e(b.name)}</h1>",
-             "<h3>A</h3>", meta_line(a), S.window_line(a), "<h3>B</h3>", meta_line(b), S.window_line(b),
-             notes([f"A: {w}" for w in a.warnings] + [f"B: {w}" for w in b.warnings])]
+    out = {"warnings": [f"A: {w}" for w in a.warnings] + [f"B: {w}" for w in b.warnings],
+           "busy_a": f"{a.busy_samples:,.0f}", "busy_b": f"{b.busy_samples:,.0f}", "table": None, "diff_svg": None}
     if report.comparison is not None and a.category_split and b.category_split:
         cmp = report.comparison
-        parts += ["<h2>Differences and their significance</h2>",
-                  "<p>Share of busy CPU samples per category. A change is significant when a two-sided "
-                  "two-proportion z-test gives p &lt; 0.05/6 (Bonferroni over six categories); "
-                  f"A has {a.busy_samples:,.0f} busy samples, B {b.busy_samples:,.0f}.</p>",
-                  table(T.compare_header(a, b), T.compare_rows(cmp, a, b), num_cols=range(1, 8),
-                        classes=["sig" if s else "" for s in cmp["significant"]])]
-    parts += ["<h2>Measured, not claimed</h2>",
-              f"<h3>A: {e(a.name)}</h3>{vendor_table(a)}",
-              f"<h3>B: {e(b.name)}</h3>{vendor_table(b)}",
-              _charts(report, progress)] + [S.gpu_section(x, table, figure, f"GPU — {tag}") + S.steps_section(x, table)
-                                            for tag, x in (("A", a), ("B", b))]
+        out["table"] = {"header": T.compare_header(a, b), "rows": T.compare_rows(cmp, a, b), "num_cols": range(1, 8),
+                        "classes": ["sig" if s else "" for s in cmp["significant"]]}
     if a.category_split and b.category_split:
-        if progress:
-            progress.step("flame graphs")
-        parts += ["<h2>Infrastructure tax: what changed</h2>",
-                  "<p>Differential flame graph: frames sized by B; red where B spends more of its "
-                  "infrastructure samples than A, blue where less (A scaled to B's total).</p>",
-                  '<div class="flamebox">' + diff_svg(a.stacks, b.stacks, f"B vs A — {b.name} vs {a.name}",
-                                                      INFRASTRUCTURE) + "</div>",
-                  '<div class="cols">', f"<div>{_flame(a, f'A: {a.name}', 'flame-a')}</div>",
-                  f"<div>{_flame(b, f'B: {b.name}', 'flame-b')}</div></div>"]
-    parts += [f"<h2>Breakdown — A: {e(a.name)}</h2>", breakdown(a),
-              f"<h2>Breakdown — B: {e(b.name)}</h2>", breakdown(b), method([a, b])]
-    return "".join(parts)
+        out["diff_svg"] = Markup(diff_svg(a.stacks, b.stacks, f"B vs A — {b.name} vs {a.name}", INFRASTRUCTURE))
+    return out
 
 
-def body_merge(report: Report, progress) -> str:
-    t = report.total
-    parts = [f"<h1>dpuprof cluster report: {len(report.runs)} nodes</h1>", meta_line(t),
-             *[S.window_line(n, f"{n.name}: ") for n in report.runs], notes(t.warnings),
-             kpis(t), "<h2>Per node and total</h2>",
-             table(T.NODE_HEADER, T.node_rows(report.runs, t), num_cols=range(2, len(T.NODE_HEADER)),
-                   classes=[""] * len(report.runs) + ["sig"]),
-             "<h2>Measured, not claimed (cluster total)</h2>", vendor_table(t), _charts(report, progress),
-             *[S.gpu_section(n, table, figure, f"GPU — {n.name}") for n in report.runs]]
-    if t.category_split:
-        if progress:
-            progress.step("flame graph")
-        parts += ["<h2>Where the infrastructure tax goes</h2>",
-                  "<p>The bottom rows are the node, then the process.</p>",
-                  _flame(t, "Infrastructure tax — all nodes", "flame-tax")]
-    parts += ["<h2>Breakdown (cluster total)</h2>", breakdown(t), method(report.runs)]
-    return "".join(parts)
+def context(report: Report, progress=None) -> dict:
+    """The template context of ``report`` (the page's own parts: see ``render_html``)."""
+    if report.kind == "single":
+        v = report.main
+        runs = [run_context(v, f"Infrastructure tax — {v.name}")]
+        ctx = {"runs": runs, "method": method([v])}
+    elif report.kind == "compare":
+        a, b = report.runs
+        ctx = {"runs": [run_context(a, f"A: {a.name}", "flame-a", "GPU — A"),
+                        run_context(b, f"B: {b.name}", "flame-b", "GPU — B")],
+               "compare": _compare_context(report), "method": method([a, b])}
+    else:
+        t = report.total
+        ctx = {"runs": report.runs, "total": run_context(t, "Infrastructure tax — all nodes"),
+               "node_sections": [{"name": n.name, "window": S.window_text(n) if n.recording is not None else None,
+                                  "gpu": S.gpu_context(n, figure, f"GPU — {n.name}")} for n in report.runs],
+               "nodes": {"header": T.NODE_HEADER, "rows": T.node_rows(report.runs, t),
+                         "num_cols": range(2, len(T.NODE_HEADER)), "classes": [""] * len(report.runs) + ["sig"]},
+               "method": method(report.runs)}
+    ctx["charts"] = charts(report, progress)
+    return ctx
 
 
 def render_html(report: Report, progress=None) -> str:
     from dpuprof.render import templates
 
-    body = {"single": body_single, "compare": body_compare, "merge": body_merge}[report.kind](report, progress)
+    ctx = context(report, progress)
+    if progress and report.kind != "compare":
+        progress.step("flame graph")
     script = templates.read("report.js")
     data = data_for(report)
     if report.kind == "single":  # one shape for scripts reading the page: kind + runs
         data = {"kind": "single", "runs": [data]}
-    page = Template(templates.read("report.html")).substitute(
-        csp=csp("\n" + script + "\n"),  # the script element's exact text, newlines included
-        version=e(__version__),
-        title=e(f"dpuprof — {report.title}"),
-        style=templates.read("report.css"),
-        body=body,
-        footer=e(f"Generated by dpuprof {__version__} on "
-                 f"{_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}. "
-                 "Self-contained: no network access needed."),
-        data=script_json(data),
-        script=script,
+    return environment().get_template(f"{report.kind}.html").render(
+        **ctx,
+        csp=Markup(csp("\n" + script + "\n")),  # our own text, quotes kept; the script element's exact text, newlines included
+        version=__version__,
+        title=f"dpuprof — {report.title}",
+        style=Markup(templates.read("report.css")),
+        footer=(f"Generated by dpuprof {__version__} on "
+                f"{_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}. "
+                "Self-contained: no network access needed."),
+        data=Markup(script_json(data)),
+        script=Markup(script),
     )
-    return page
 
 
 def render(report: Report, *, stem: str | None = None, progress=None, color: bool = False) -> Rendered:

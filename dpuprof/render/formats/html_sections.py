@@ -1,20 +1,14 @@
-"""HTML pieces for the GPU beside the host, the per-step view and the time window a report covers.
-
-Each returns an HTML fragment, every string from a recording escaped; html.py places them.
+"""Template context for the GPU beside the host, the per-step view and the time window a report
+covers: plain data (text and table rows) that reports/templates/sections/{gpu,steps}.html and
+run.html place; the templates escape it (Jinja2 autoescape).
 """
 
 from __future__ import annotations
-
-from html import escape
 
 from dpuprof.render.view import RunView
 
 #: per-step rows shown in the HTML table (all of them are in the JSON)
 MAX_STEP_ROWS = 500
-
-
-def e(value) -> str:
-    return escape(str(value), quote=True)
 
 
 def window_text(v: RunView) -> str:
@@ -30,11 +24,6 @@ def window_text(v: RunView) -> str:
     return f"Window: steady state (--time steady), {span}; chosen by {how}."
 
 
-def window_line(v: RunView, prefix: str = "") -> str:
-    """The window line as a visible paragraph (``prefix``: a node's name in a cluster report)."""
-    return f'<p class="window" role="note"><b>{e(prefix + window_text(v))}</b></p>'
-
-
 def _gib(x) -> str:
     return "?" if x is None or x != x else f"{float(x) / 2 ** 30:.2f}"
 
@@ -43,51 +32,52 @@ def _pct(x) -> str:
     return "?" if x is None or x != x else f"{float(x):.1f}"
 
 
-def gpu_section(v: RunView, table, figure, heading: str = "GPU") -> str:
-    """``<h2>GPU</h2>``: the timeline chart (same x axis as Categories over time), the devices and
-    per-process shares; or the one "no GPU recorded: ..." line. ``table``/``figure``: html.py's
-    table and figure builders."""
+def gpu_context(v: RunView, figure, heading: str = "GPU") -> dict | None:
+    """The GPU section of ``v``: ``{"heading", "note"}`` (the one "no GPU recorded: ..." line), or
+    ``{"heading", "figure", "devices", "processes"}`` with the timeline chart (same x axis as
+    Categories over time) and table dicts (header, rows, num_cols); None for a merged total.
+    ``figure``: html.py's figure builder."""
     if v.recording is None:
-        return ""
+        return None
     from dpuprof.render.charts import to_png
     from dpuprof.render.gpu import gpu_view
     from dpuprof.render.gpu_chart import gpu_timeline
 
     gpu, note = gpu_view(v.recording)
     if gpu is None:
-        return f'<h2>{e(heading)}</h2><p class="gpu-none">{e(note)}</p>'
+        return {"heading": heading, "note": note}
     x = v.timeline.index
     xlim = (float(x.min()), float(x.max()) + v.interval_s) if len(x) else None
     png = to_png(gpu_timeline(gpu, f"GPU over time — {v.name}", xlim, step_s=v.interval_s))
-    d = gpu.devices
     rows = [[str(int(i)), r["name"], _pct(r["util_mean_pct"]), _pct(r["util_max_pct"]), _gib(r["mem_max_bytes"]),
-             _gib(r["mem_total_bytes"]), str(int(r["intervals"]))] for i, r in d.iterrows()]
-    parts = [f"<h2>{e(heading)}</h2>",
-             figure("GPU over time", "NVML utilisation (solid, left) and device memory used (dashed, right) per "
-                    "interval, on the x axis of Categories over time.", png, "gpu-over-time"),
-             table(["GPU", "name", "util mean %", "util max %", "memory max GiB", "memory GiB", "intervals"],
-                   rows, num_cols=(0, 2, 3, 4, 5, 6))]
+             _gib(r["mem_total_bytes"]), str(int(r["intervals"]))] for i, r in gpu.devices.iterrows()]
+    out = {"heading": heading,
+           "figure": figure("GPU over time", "NVML utilisation (solid, left) and device memory used (dashed, "
+                            "right) per interval, on the x axis of Categories over time.", png, "gpu-over-time"),
+           "devices": {"header": ["GPU", "name", "util mean %", "util max %", "memory max GiB", "memory GiB",
+                                  "intervals"], "rows": rows, "num_cols": (0, 2, 3, 4, 5, 6)},
+           "processes": None}
     p = gpu.processes
     if not p.empty:
         prow = [[str(int(r.gpu_index)), str(int(r.pid)), str(r.comm), "yes" if r.in_workload else "no",
                  _pct(r.sm_util_mean_pct), _pct(100 * r.sm_share if r.sm_share == r.sm_share else None),
                  _gib(r.mem_max_bytes)] for r in p.itertuples(index=False)]
-        parts += ["<h3>Per process (NVML)</h3>",
-                  table(["GPU", "pid", "process", "workload", "SM util mean %", "share of GPU's SM %",
-                         "memory max GiB"], prow, num_cols=(0, 1, 4, 5, 6))]
-    return "".join(parts)
+        out["processes"] = {"header": ["GPU", "pid", "process", "workload", "SM util mean %",
+                                       "share of GPU's SM %", "memory max GiB"],
+                            "rows": prow, "num_cols": (0, 1, 4, 5, 6)}
+    return out
 
 
-def steps_section(v: RunView, table) -> str:
-    """``<h2>Per step</h2>``: the summary line and table, the per-step rows behind a <details>; ""
-    without step markers."""
+def steps_context(v: RunView) -> dict | None:
+    """The per-step section: the summary line and table, and the per-step rows (the first
+    MAX_STEP_ROWS; all are in the JSON); None without step markers or for a merged total."""
     if v.recording is None:
-        return ""
+        return None
     from dpuprof.render.steps import steps_view
 
     sv = steps_view(v.recording)
     if sv is None:
-        return ""
+        return None
     s = sv.summary()
     summ = [["wall (s)", f"{s['wall_s']['median']:.4f}", f"{s['wall_s']['p90']:.4f}", f"{s['wall_s']['mean']:.4f}"],
             ["infrastructure CPU (s)", f"{s['infra_cpu_s']['median']:.4f}", f"{s['infra_cpu_s']['p90']:.4f}",
@@ -97,8 +87,7 @@ def steps_section(v: RunView, table) -> str:
     rows = [[str(int(r.step)), f"{r.t_s:.3f}", f"{r.wall_s:.4f}", f"{r.infra_cpu_s:.4f}", f"{r.cpu_s:.4f}"]
             for r in f.itertuples(index=False)]
     more = f" (first {MAX_STEP_ROWS} of {len(sv.frame)}; all in the JSON)" if len(sv.frame) > MAX_STEP_ROWS else ""
-    return "".join(["<h2>Per step</h2>", f"<p>{e(sv.summary_line())}.</p>",
-                    table(["per step", "median", "p90", "mean"], summ, num_cols=(1, 2, 3)),
-                    f"<details><summary>{len(sv.frame)} steps{e(more)}</summary>",
-                    table(["step", "start (s)", "wall (s)", "infrastructure CPU (s)", "busy host CPU (s)"], rows,
-                          num_cols=range(5)), "</details>"])
+    return {"summary_line": sv.summary_line(), "count": len(sv.frame), "more": more,
+            "summary": {"header": ["per step", "median", "p90", "mean"], "rows": summ, "num_cols": (1, 2, 3)},
+            "rows": {"header": ["step", "start (s)", "wall (s)", "infrastructure CPU (s)", "busy host CPU (s)"],
+                     "rows": rows, "num_cols": range(5)}}

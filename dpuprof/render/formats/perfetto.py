@@ -39,6 +39,7 @@ import json
 import pandas as pd
 
 from dpuprof.categories import CATEGORIES, IDLE
+from dpuprof.recording.folded import leaf
 from dpuprof.render.view import RECORDER_LABEL, Report, RunView, recorder_pid
 from dpuprof.render.output import Rendered
 
@@ -205,7 +206,7 @@ def _stack_events(rec, clock: _Clock, shift: int, known: set[int]) -> list[dict]
     agg = ss.groupby(["interval", "pid", "stack_id"], as_index=False)["samples"].sum()
     agg = agg[agg["samples"] > 0].merge(st[st["category"] != IDLE], on="stack_id", how="inner")
     agg["ts"] = clock.iv.loc[agg["interval"], "t_start"].to_numpy()
-    agg["leaf"] = agg["folded"].str.rsplit(";", n=1).str[-1]
+    agg["leaf"] = agg["folded"].map(leaf)
     return [{"name": leaf, "ph": "i", "s": "t", "pid": int(pid) + shift, "tid": int(pid) + shift, "ts": _us(ts),
              "cat": "stack", "args": {"stack": folded, "samples": int(n), "category": cat, "subcategory": sub}}
             for leaf, pid, ts, folded, n, cat, sub in zip(agg["leaf"], agg["pid"], agg["ts"], agg["folded"],

@@ -29,6 +29,7 @@ import pandas as pd
 from dpuprof import __version__
 from dpuprof.categories import CATEGORIES
 from dpuprof.errors import UserError
+from dpuprof.recording.folded import split as split_frames, under
 from dpuprof.render.view import Report, require_stacks
 from dpuprof.render.output import Rendered
 
@@ -60,7 +61,7 @@ def _split(frame: str) -> tuple[str, str]:
 def _stacks(report: Report) -> pd.DataFrame:
     if report.kind != "compare":
         return report.main.stacks
-    return pd.concat([v.stacks.assign(folded=f"{tag}: {v.name.replace(';', ':')};" + v.stacks["folded"])
+    return pd.concat([v.stacks.assign(folded=under(f"{tag}: {v.name}", v.stacks["folded"]))
                       for tag, v in zip("AB", report.runs)], ignore_index=True)
 
 
@@ -107,7 +108,7 @@ def build_profile(report: Report):
         n = int(round(n))
         if n <= 0:
             continue
-        frames = str(folded).split(";")
+        frames = split_frames(str(folded))
         values = [n, n * period] + [n * period if c == cat else 0 for c in CATEGORIES]
         sample = prof.sample.add(location_id=[location(f) for f in reversed(frames)], value=values)
         for key, text in (("category", cat), ("subcategory", sub), ("process", frames[0])):

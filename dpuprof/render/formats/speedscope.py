@@ -13,6 +13,7 @@ import pandas as pd
 
 from dpuprof import __version__
 from dpuprof.categories import INFRASTRUCTURE
+from dpuprof.recording.folded import split as split_frames
 from dpuprof.render.view import Report, RunView, require_stacks
 from dpuprof.render.output import Rendered
 
@@ -36,7 +37,7 @@ def _profile(name: str, stacks: pd.DataFrame, hz: float, frames, index) -> dict:
     for folded, n in agg.items():
         if n <= 0:
             continue
-        samples.append([_frame_index(frames, index, f) for f in str(folded).split(";")])
+        samples.append([_frame_index(frames, index, f) for f in split_frames(str(folded))])
         weights.append(round(float(n) / hz, 9))
     return {"type": "sampled", "name": name, "unit": "seconds", "startValue": 0,
             "endValue": round(sum(weights), 9), "samples": samples, "weights": weights}
