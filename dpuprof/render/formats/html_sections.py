@@ -51,7 +51,7 @@ def gpu_context(v: RunView, figure, heading: str = "GPU") -> dict | None:
     png = to_png(gpu_timeline(gpu, f"GPU over time — {v.name}", xlim, step_s=v.interval_s))
     rows = [[str(int(i)), r["name"], _pct(r["util_mean_pct"]), _pct(r["util_max_pct"]), _gib(r["mem_max_bytes"]),
              _gib(r["mem_total_bytes"]), str(int(r["intervals"]))] for i, r in gpu.devices.iterrows()]
-    out = {"heading": heading,
+    out = {"heading": heading, "note": None,
            "figure": figure("GPU over time", "NVML utilisation (solid, left) and device memory used (dashed, "
                             "right) per interval, on the x axis of Categories over time.", png, "gpu-over-time"),
            "devices": {"header": ["GPU", "name", "util mean %", "util max %", "memory max GiB", "memory GiB",
