@@ -70,7 +70,7 @@ class SampleDrainer:
     """Drains cpu_sample: classified CPU per process plus folded stacks.
 
     ``drain()`` returns a dict with ``cpu`` {(pid, subcategory): samples} (equal-weight counts:
-    the mix, turned into time with ``scale_to_exact``), ``run_ns`` {pid: on-CPU ns this interval,
+    the mix, turned into time by accounting.py), ``run_ns`` {pid: on-CPU ns this interval,
     which the probe credits at every sched_switch and every sample}, ``stacks`` {(pid, stack_id):
     samples}, ``new_stacks`` [(stack_id, folded, category, subcategory, cause)], ``comms`` {pid: comm}
     and ``thread_cpu`` {(tid, subcategory): samples} of workload threads.
@@ -218,27 +218,6 @@ class SampleDrainer:
             self._clear(old)  # even when symbolising failed: a full map loses stacks
         return {"cpu": cpu, "stacks": stacks, "new_stacks": new_stacks, "comms": comms,
                 "run_ns": {pid: ns for pid, (ns,) in run.items()}, "thread_cpu": thread_cpu}
-
-
-UNSAMPLED = "kernel_other.unsampled"
-
-
-def scale_to_exact(samples: dict, run_ns: dict[int, float], period_ns: float) -> dict:
-    """CPU time per (pid, subcategory), in ns: each process's exact on-CPU time ``run_ns[pid]``
-    split in proportion to its sample counts ``samples[(pid, sub)]`` -- the samples give the mix,
-    the scheduler the total. A process without exact time counts ``period_ns`` per sample; one
-    that ran but was never sampled (shorter than a period) is recorded as UNSAMPLED."""
-    per_pid: Counter = Counter()
-    for (pid, _sub), n in samples.items():
-        per_pid[pid] += n
-    out = {}
-    for (pid, sub), n in samples.items():
-        exact = run_ns.get(pid)
-        out[(pid, sub)] = n * period_ns if exact is None else exact * n / per_pid[pid]
-    for pid, exact in run_ns.items():
-        if pid not in per_pid and exact > 0:
-            out[(pid, IDLE if pid == 0 else UNSAMPLED)] = exact
-    return out
 
 
 class SoftirqDrainer:

@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dpuprof.categories import IDLE, top_level
+from dpuprof.categories import IDLE
 from dpuprof.errors import UserError
 from dpuprof.record import child as childmod
 from dpuprof.record.metadata import host_metadata
@@ -339,25 +339,6 @@ class Recorder:
         self.known_procs[pid] = known
         self.dirty_procs.add(pid)
 
-    def _exact_times(self, run_ns: dict[int, int], schedstat_s: dict[int, float], workload) -> dict:
-        """Exact on-CPU ns per process for this interval.
-
-        A live workload process is charged its /proc per-thread schedstat time (``schedstat_s``:
-        what getrusage and top report, including what the scheduler charges a task between its
-        wake-up and its switch-in); one that exited within the interval, and every other process,
-        its sched_switch time (``run_ns``). What workload processes gain over their sched_switch
-        time ran in the idle task's context (the interrupt, the idle exit), so it is taken from
-        idle (pid 0) and the host still adds up.
-        """
-        exact = dict(run_ns)
-        extra = 0.0
-        for pid, seconds in schedstat_s.items():
-            exact[pid] = seconds * 1e9
-            extra += exact[pid] - run_ns.get(pid, 0)
-        if extra > 0 and exact.get(0):
-            exact[0] = max(0.0, exact[0] - extra)
-        return exact
-
     def _write_interval(self, writer, child, host, procs, gpu, t0, t1):
         tables: dict[str, list] = {}
         markers: list[tuple] = []
@@ -366,23 +347,20 @@ class Recorder:
         stacks_new = []
         live_workload = [p for p in workload if self._is_process(p)]
         procs.sample(self.work.take_moved_in())  # baselines only: their CPU before joining is not ours
-        tables["proc_cpu"] = procs.sample(live_workload)
+        proc = procs.sample(live_workload)
+        tables["proc_cpu"] = proc.proc_cpu
         self.workload_cpu_s += sum(user + system for _, user, system in tables["proc_cpu"])
-        thread_tables, thread_rows = self.threads.interval(t0, t1, workload, procs.thread_stats)
+        thread_tables, thread_rows = self.threads.interval(t0, t1, workload, proc.thread_stats)
         if self.bpf is not None:
-            from dpuprof.record.drain import scale_to_exact
+            from dpuprof.record.accounting import cpu_category_rows
 
             drained = self.samples.drain(self.work.symbolized(workload))
             self.work.add_seen(drained["comms"].keys() | drained["run_ns"].keys())  # system-wide only
-            exact = self._exact_times(drained["run_ns"], procs.last_deltas, workload)
-            cpu_ns = scale_to_exact(drained["cpu"], exact, 1e9 / self.opts.freq_hz)
-            rows = []
-            for (pid, sub), ns in sorted(cpu_ns.items()):
-                n = drained["cpu"].get((pid, sub), 0)
-                rows.append((pid, top_level(sub), sub, n, ns / 1e9))
-                self.total_samples += n
-                if sub != IDLE:
-                    self.cat_totals[top_level(sub)] += n
+            rows = cpu_category_rows(drained["cpu"], drained["run_ns"], proc.schedstat_ns, 1e9 / self.opts.freq_hz)
+            for row in rows:
+                self.total_samples += row.samples
+                if row.subcategory != IDLE:
+                    self.cat_totals[row.category] += row.samples
             tables["cpu_category"] = rows
             tables["stack_samples"] = [(pid, sid, n) for (pid, sid), n in sorted(drained["stacks"].items())]
             stacks_new = drained["new_stacks"]
