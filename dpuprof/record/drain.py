@@ -153,6 +153,26 @@ class SampleDrainer:
     def _clear(self, buf: int) -> None:
         self.cleared = clear_stack_map(self.stacks[buf]) + clear_stack_map(self.spills[buf])
 
+    def _sample_frames(self, buf: int, k, full: bool) -> tuple[list, list, list]:
+        """(kernel, Python, native user) frames of one sampled key, outermost first."""
+        pid = k.tgid
+        kframes = self._frames(buf, k.kstack, self.sym.kernel)
+        uframes = self._frames(buf, k.ustack, lambda a: self.sym.user(pid, a, full))
+        if k.ip and (k.kstack < 0 or k.ustack < 0):
+            # A stack walk failed (counted in `lost`): fall back to the sampled leaf frame.
+            if k.ip >= KERNEL_SPACE and not kframes:
+                kframes = [self.sym.kernel(k.ip)]
+            elif k.ip < KERNEL_SPACE and not uframes:
+                uframes = [self.sym.user(pid, k.ip, full)]
+        if not kframes and not uframes:
+            # A stack walk failed (counted in `lost`); pid 0 is still the idle task.
+            kframes = ["[idle]"] if pid == 0 else []
+            uframes = [] if pid == 0 else ["[no stack]"]
+        pyframes = self._python(pid, k.py) if full and self.python_frames and k.py[0] else []
+        if pyframes and any(f.endswith(PERFMAP_SUFFIX) for f in uframes):
+            pyframes = []  # the walk reached the trampolines itself (a frame-pointer build)
+        return kframes, pyframes, uframes
+
     def prime(self) -> None:
         """Discard everything counted so far, so the first interval starts now."""
         self._flip()
@@ -181,22 +201,8 @@ class SampleDrainer:
             for k, n in entries:
                 pid = k.tgid
                 comms.setdefault(pid, k.comm.decode("utf-8", "replace"))
-                kframes = self._frames(old, k.kstack, self.sym.kernel)
                 full = pid in workload
-                uframes = self._frames(old, k.ustack, lambda a, pid=pid, full=full: self.sym.user(pid, a, full))
-                if k.ip and (k.kstack < 0 or k.ustack < 0):
-                    # A stack walk failed (counted in `lost`): fall back to the sampled leaf frame.
-                    if k.ip >= KERNEL_SPACE and not kframes:
-                        kframes = [self.sym.kernel(k.ip)]
-                    elif k.ip < KERNEL_SPACE and not uframes:
-                        uframes = [self.sym.user(pid, k.ip, full)]
-                if not kframes and not uframes:
-                    # A stack walk failed (counted in `lost`); pid 0 is still the idle task.
-                    kframes = ["[idle]"] if pid == 0 else []
-                    uframes = [] if pid == 0 else ["[no stack]"]
-                pyframes = self._python(pid, k.py) if full and self.python_frames and k.py[0] else []
-                if pyframes and any(f.endswith(PERFMAP_SUFFIX) for f in uframes):
-                    pyframes = []  # the walk reached the trampolines itself (a frame-pointer build)
+                kframes, pyframes, uframes = self._sample_frames(old, k, full)
                 folded = fold(kframes, pyframes + uframes)
                 comm = k.comm.decode("utf-8", "replace")  # the sampled thread's name: thread rules
                 key = (folded, self.classifier.thread_rule(comm))
