@@ -226,7 +226,7 @@ def _sample_totals(rows: list[CpuRow]) -> tuple[int, Counter]:
     """All samples behind ``rows``, and the busy ones by top-level category."""
     busy: Counter = Counter()
     for row in rows:
-        if row.subcategory != IDLE:
+        if row.category != IDLE:
             busy[row.category] += row.samples
     return sum(row.samples for row in rows), busy
 
