@@ -30,3 +30,27 @@ def test_descendants_follow_double_forks():
 ])
 def test_module_label(path, label):
     assert module_label(path) == label
+
+
+@pytest.mark.parametrize("fields,status", [
+    ({"command_rc": 3, "stop_reason": "command exited"}, 3),
+    ({"command_rc": None, "stop_reason": "stopped"}, 0),  # attached: no command of ours
+    ({"command_rc": 0, "stop_reason": "command exited", "write_ok": False}, 2),
+    ({"command_rc": 139, "stop_reason": "command exited", "write_ok": False}, 139),
+    ({"stopped_by": 15}, 128 + 15),
+])
+def test_the_cli_words_the_run_result_and_picks_the_exit_status(fields, status, capsys):
+    from pathlib import Path
+
+    from dpuprof.cli.record import _speak
+    from dpuprof.record.recorder import RunResult
+
+    res = RunResult(Path("x.rec"), **fields)
+    assert _speak(None, res, quiet=False) == status
+    err = capsys.readouterr().err
+    if "stopped_by" in fields:
+        assert err == "dpuprof: stopped by SIGTERM before the command started; nothing recorded\n"
+    elif res.write_ok:
+        assert err.startswith("dpuprof: recorded 0.0 s, 0 samples -> x.rec; ")
+    else:
+        assert err == ""  # the write error was reported when it happened (on_error)
