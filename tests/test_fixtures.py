@@ -64,8 +64,13 @@ def test_size_budget(name):
 # raw tracepoints) the IO-heavy scenario's host categories plus idle come to 94 % of cpu_count x
 # duration (61.4 of 65.0 CPU-s, re-recorded on a quiet machine), where schema 1 held 2 %. The
 # workload's own numbers still add up. strict: the day it adds up again, this marker must go.
-_HOST_GAP = pytest.mark.xfail(strict=True, reason="storage-heavy host accounting 5.6 % short since schema 2 "
-                              "(open, see the issue 11 notes)")
+# Recorded under 4.49 s of hypervisor steal (host_cpu): the workload is charged its schedstat time,
+# which leaves steal out (rq_clock_task, CONFIG_PARAVIRT_TIME_ACCOUNTING), and everything else its
+# sched_switch time, which counts it. The difference, 3.65 of 65.04 CPU-s (per interval 0.94
+# correlated with steal), was charged to nobody before record/accounting.py wrote it as idle.steal;
+# the fixture has no switch times of workload processes to recover it from.
+_HOST_GAP = pytest.mark.xfail(strict=True, reason="storage-heavy: 3.65 of 65.04 CPU-s of steal while the "
+                              "workload ran is in no row (recorded before accounting.py's idle.steal)")
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=_HOST_GAP) if n == "storage-heavy" else n for n in ALL])

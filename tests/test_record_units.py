@@ -4,19 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dpuprof.record.drain import UNSAMPLED, _Cumulative, descendants, scale_to_exact
+from dpuprof.record.drain import _Cumulative, descendants
 from dpuprof.record.symbols import module_label
-
-
-def test_scale_to_exact_splits_exact_time_by_sample_counts():
-    samples = {(7, "network.tcpip"): 30, (7, "compute.python"): 10, (9, "storage.fs"): 5}
-    ns = scale_to_exact(samples, {7: 8e8, 0: 1e9, 11: 2e6}, period_ns=1e7)
-    assert ns[(7, "network.tcpip")] == pytest.approx(6e8)
-    assert ns[(7, "compute.python")] == pytest.approx(2e8)
-    assert ns[(9, "storage.fs")] == pytest.approx(5e7)  # no exact time: one period per sample
-    assert ns[(0, "idle")] == 1e9
-    assert ns[(11, UNSAMPLED)] == 2e6
-    assert sum(v for (pid, _), v in ns.items() if pid == 7) == pytest.approx(8e8)
 
 
 def test_cumulative_deltas_never_negative():
@@ -43,16 +32,25 @@ def test_module_label(path, label):
     assert module_label(path) == label
 
 
-def test_exact_times_charge_schedstat_and_keep_the_host_whole():
+@pytest.mark.parametrize("fields,status", [
+    ({"command_rc": 3, "stop_reason": "command exited"}, 3),
+    ({"command_rc": None, "stop_reason": "stopped"}, 0),  # attached: no command of ours
+    ({"command_rc": 0, "stop_reason": "command exited", "write_ok": False}, 2),
+    ({"command_rc": 139, "stop_reason": "command exited", "write_ok": False}, 139),
+    ({"stopped_by": 15}, 128 + 15),
+])
+def test_the_cli_words_the_run_result_and_picks_the_exit_status(fields, status, capsys):
     from pathlib import Path
 
-    from dpuprof.record.recorder import Options, Recorder
+    from dpuprof.cli.record import _speak
+    from dpuprof.record.recorder import RunResult
 
-    r = Recorder(Options(command=["x"], output=Path("unused.rec")))
-    # schedstat says more than sched_switch time: the surplus comes out of idle (pid 0).
-    first = r._exact_times({0: 5e8, 10: 3e8, 20: 1e8}, {10: 0.35}, {10})
-    assert first == {0: 4.5e8, 10: 3.5e8, 20: 1e8}
-    assert sum(first.values()) == 9e8
-    # A workload process that exited (no schedstat) keeps its switch time.
-    third = r._exact_times({0: 5e8, 30: 2e8}, {}, {30})
-    assert third == {0: 5e8, 30: 2e8}
+    res = RunResult(Path("x.rec"), **fields)
+    assert _speak(None, res, quiet=False) == status
+    err = capsys.readouterr().err
+    if "stopped_by" in fields:
+        assert err == "dpuprof: stopped by SIGTERM before the command started; nothing recorded\n"
+    elif res.write_ok:
+        assert err.startswith("dpuprof: recorded 0.0 s, 0 samples -> x.rec; ")
+    else:
+        assert err == ""  # the write error was reported when it happened (on_error)

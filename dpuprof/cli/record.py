@@ -118,8 +118,8 @@ def record(output, pids, system_wide, cgroup, duration_s, freq_hz, interval_s, p
 
     block_signals()  # from here on a stop signal is taken by the recorder, never lost half-way
     from dpuprof.record.outname import expand
-    from dpuprof.record.recorder import Options
-    from dpuprof.record.recorder import record as run_record
+    from dpuprof.record.recorder import Options, Recorder
+    from dpuprof.record.status import StatusLine
     from dpuprof.record.targets import make_target
 
     target = make_target(command, pids, system_wide, cgroup, duration_s)
@@ -138,4 +138,33 @@ def record(output, pids, system_wide, cgroup, duration_s, freq_hz, interval_s, p
                    quiet=quiet, as_root=as_root, term_after_s=term_after_s, kill_after_s=kill_after_s,
                    rules=Path(rules) if rules is not None else None, python_frames=not no_python_frames,
                    codec_uprobes=codec_uprobes)
-    sys.exit(run_record(opts))
+    recorder = Recorder(opts, status=StatusLine(quiet=quiet), on_error=_error)
+    sys.exit(_speak(recorder, recorder.run(), quiet))
+
+
+def _error(line: str) -> None:
+    click.echo(f"dpuprof: error: {line}", err=True)
+
+
+def _speak(recorder, res, quiet: bool) -> int:
+    """Say how the recording ended (stderr) and return dpuprof's exit status: the command's
+    (128+N if signal N killed it), 0 without a command, 128+N when signal N stopped dpuprof before
+    the command started, and 2 after a write error if the command's status was 0."""
+    import signal
+
+    from dpuprof.record.targets import STOP_TEXT
+
+    if res.stopped_by is not None:
+        click.echo(f"dpuprof: stopped by {signal.Signals(res.stopped_by).name} before the command started; "
+                   + (f"{res.output} is empty" if res.file_written else "nothing recorded"), err=True)
+        return 128 + res.stopped_by
+    rc = res.command_rc
+    if not quiet and res.write_ok:
+        click.echo(f"dpuprof: recorded {res.seconds:.1f} s, {res.samples} samples -> {res.output}; "
+                   + STOP_TEXT[res.stop_reason].format(rc=rc), err=True)
+    if res.still_running:
+        click.echo(f"dpuprof: the command (pid {recorder.child.pid}) keeps running after the --duration "
+                   "window; dpuprof waits for it and exits with its status (Ctrl-C is passed to it)", err=True)
+        rc = recorder.wait_for_command()
+    rc = rc or 0
+    return rc if res.write_ok or rc else 2

@@ -70,7 +70,7 @@ class SampleDrainer:
     """Drains cpu_sample: classified CPU per process plus folded stacks.
 
     ``drain()`` returns a dict with ``cpu`` {(pid, subcategory): samples} (equal-weight counts:
-    the mix, turned into time with ``scale_to_exact``), ``run_ns`` {pid: on-CPU ns this interval,
+    the mix, turned into time by accounting.py), ``run_ns`` {pid: on-CPU ns this interval,
     which the probe credits at every sched_switch and every sample}, ``stacks`` {(pid, stack_id):
     samples}, ``new_stacks`` [(stack_id, folded, category, subcategory, cause)], ``comms`` {pid: comm}
     and ``thread_cpu`` {(tid, subcategory): samples} of workload threads.
@@ -153,6 +153,26 @@ class SampleDrainer:
     def _clear(self, buf: int) -> None:
         self.cleared = clear_stack_map(self.stacks[buf]) + clear_stack_map(self.spills[buf])
 
+    def _sample_frames(self, buf: int, k, full: bool) -> tuple[list, list, list]:
+        """(kernel, Python, native user) frames of one sampled key, outermost first."""
+        pid = k.tgid
+        kframes = self._frames(buf, k.kstack, self.sym.kernel)
+        uframes = self._frames(buf, k.ustack, lambda a: self.sym.user(pid, a, full))
+        if k.ip and (k.kstack < 0 or k.ustack < 0):
+            # A stack walk failed (counted in `lost`): fall back to the sampled leaf frame.
+            if k.ip >= KERNEL_SPACE and not kframes:
+                kframes = [self.sym.kernel(k.ip)]
+            elif k.ip < KERNEL_SPACE and not uframes:
+                uframes = [self.sym.user(pid, k.ip, full)]
+        if not kframes and not uframes:
+            # A stack walk failed (counted in `lost`); pid 0 is still the idle task.
+            kframes = ["[idle]"] if pid == 0 else []
+            uframes = [] if pid == 0 else ["[no stack]"]
+        pyframes = self._python(pid, k.py) if full and self.python_frames and k.py[0] else []
+        if pyframes and any(f.endswith(PERFMAP_SUFFIX) for f in uframes):
+            pyframes = []  # the walk reached the trampolines itself (a frame-pointer build)
+        return kframes, pyframes, uframes
+
     def prime(self) -> None:
         """Discard everything counted so far, so the first interval starts now."""
         self._flip()
@@ -181,22 +201,8 @@ class SampleDrainer:
             for k, n in entries:
                 pid = k.tgid
                 comms.setdefault(pid, k.comm.decode("utf-8", "replace"))
-                kframes = self._frames(old, k.kstack, self.sym.kernel)
                 full = pid in workload
-                uframes = self._frames(old, k.ustack, lambda a, pid=pid, full=full: self.sym.user(pid, a, full))
-                if k.ip and (k.kstack < 0 or k.ustack < 0):
-                    # A stack walk failed (counted in `lost`): fall back to the sampled leaf frame.
-                    if k.ip >= KERNEL_SPACE and not kframes:
-                        kframes = [self.sym.kernel(k.ip)]
-                    elif k.ip < KERNEL_SPACE and not uframes:
-                        uframes = [self.sym.user(pid, k.ip, full)]
-                if not kframes and not uframes:
-                    # A stack walk failed (counted in `lost`); pid 0 is still the idle task.
-                    kframes = ["[idle]"] if pid == 0 else []
-                    uframes = [] if pid == 0 else ["[no stack]"]
-                pyframes = self._python(pid, k.py) if full and self.python_frames and k.py[0] else []
-                if pyframes and any(f.endswith(PERFMAP_SUFFIX) for f in uframes):
-                    pyframes = []  # the walk reached the trampolines itself (a frame-pointer build)
+                kframes, pyframes, uframes = self._sample_frames(old, k, full)
                 folded = fold(kframes, pyframes + uframes)
                 comm = k.comm.decode("utf-8", "replace")  # the sampled thread's name: thread rules
                 key = (folded, self.classifier.thread_rule(comm))
@@ -218,27 +224,6 @@ class SampleDrainer:
             self._clear(old)  # even when symbolising failed: a full map loses stacks
         return {"cpu": cpu, "stacks": stacks, "new_stacks": new_stacks, "comms": comms,
                 "run_ns": {pid: ns for pid, (ns,) in run.items()}, "thread_cpu": thread_cpu}
-
-
-UNSAMPLED = "kernel_other.unsampled"
-
-
-def scale_to_exact(samples: dict, run_ns: dict[int, float], period_ns: float) -> dict:
-    """CPU time per (pid, subcategory), in ns: each process's exact on-CPU time ``run_ns[pid]``
-    split in proportion to its sample counts ``samples[(pid, sub)]`` -- the samples give the mix,
-    the scheduler the total. A process without exact time counts ``period_ns`` per sample; one
-    that ran but was never sampled (shorter than a period) is recorded as UNSAMPLED."""
-    per_pid: Counter = Counter()
-    for (pid, _sub), n in samples.items():
-        per_pid[pid] += n
-    out = {}
-    for (pid, sub), n in samples.items():
-        exact = run_ns.get(pid)
-        out[(pid, sub)] = n * period_ns if exact is None else exact * n / per_pid[pid]
-    for pid, exact in run_ns.items():
-        if pid not in per_pid and exact > 0:
-            out[(pid, IDLE if pid == 0 else UNSAMPLED)] = exact
-    return out
 
 
 class SoftirqDrainer:

@@ -7,6 +7,7 @@ previous call (seconds of CPU, bytes, counts).
 from __future__ import annotations
 
 import os
+from typing import NamedTuple
 
 import psutil
 
@@ -45,29 +46,35 @@ class HostTelemetry:
         return {"host_cpu": rows_cpu, "host_disk": rows_disk, "host_net": rows_net}
 
 
+class ProcessSample(NamedTuple):
+    """One ``ProcessTelemetry.sample``: ``proc_cpu`` rows (pid, user_s, system_s) from psutil;
+    ``schedstat_ns`` {pid: ns}, each process's exact CPU time in the interval (the input of the same
+    name in accounting.py); ``thread_stats`` {pid: {tid: (on_cpu_ns, runq_ns)}}, the cumulative
+    schedstat readings behind it, for per-thread accounting (threads.py)."""
+    proc_cpu: list
+    schedstat_ns: dict
+    thread_stats: dict
+
+
 class ProcessTelemetry:
     """Per-process CPU of the workload tree.
 
-    ``sample(pids)`` returns proc_cpu rows (pid, user_s, system_s) from psutil, and sets
-    ``last_deltas`` {pid: seconds}: the process's exact CPU time in the interval, the sum over its
-    threads of /proc/PID/task/TID/schedstat (the scheduler's sum_exec_runtime, in ns -- what
-    getrusage and top report, without /proc/PID/stat's 10 ms ticks and their lagging utime/stime
-    split). A thread that ended within the interval loses only its last partial interval.
-    ``thread_stats`` {pid: {tid: (on_cpu_ns, runq_ns)}}: the cumulative schedstat readings behind
-    it (fields 1 and 2: sum_exec_runtime and run_delay), for per-thread accounting (threads.py).
+    A process's exact CPU time is the sum over its threads of /proc/PID/task/TID/schedstat (the
+    scheduler's sum_exec_runtime, in ns -- what getrusage and top report, without /proc/PID/stat's
+    10 ms ticks and their lagging utime/stime split; fields 1 and 2 are sum_exec_runtime and
+    run_delay). A thread that ended within the interval loses only its last partial interval.
     """
 
     def __init__(self):
         self._procs: dict[int, psutil.Process] = {}
         self._prev: dict[int, tuple[float, float]] = {}
         self._thread_ns: dict[int, dict[int, int]] = {}
-        self.last_deltas: dict[int, float] = {}
-        self.thread_stats: dict[int, dict[int, tuple[int, int]]] = {}
 
-    def sample(self, pids) -> list[tuple]:
+    def sample(self, pids) -> ProcessSample:
+        """Deltas since the previous call for ``pids`` (a first call takes baselines)."""
         rows = []
-        self.last_deltas = {}
-        self.thread_stats = {}
+        exact_ns: dict[int, float] = {}
+        thread_stats: dict[int, dict[int, tuple[int, int]]] = {}
         for pid in pids:
             proc = self._procs.get(pid)
             try:
@@ -83,17 +90,17 @@ class ProcessTelemetry:
             du, ds = max(0.0, t.user - u0), max(0.0, t.system - s0)
             if du or ds:
                 rows.append((pid, du, ds))
-            exact = self._schedstat_delta_ns(pid)
-            self.last_deltas[pid] = (du + ds) if exact is None else exact / 1e9
-        return rows
+            exact = self._schedstat_delta_ns(pid, thread_stats)
+            exact_ns[pid] = (du + ds) * 1e9 if exact is None else float(exact)
+        return ProcessSample(rows, exact_ns, thread_stats)
 
-    def _schedstat_delta_ns(self, pid: int) -> int | None:
+    def _schedstat_delta_ns(self, pid: int, thread_stats: dict) -> int | None:
         try:
             tids = os.listdir(f"/proc/{pid}/task")
         except OSError:
             return None
         now: dict[int, int] = {}
-        stats = self.thread_stats[pid] = {}
+        stats = thread_stats[pid] = {}
         for tid in tids:
             try:
                 with open(f"/proc/{pid}/task/{tid}/schedstat") as fh:

@@ -175,7 +175,7 @@ class ThreadRecorder:
     def interval(self, t0: float, t1: float, workload: set[int],
                  thread_stats: dict[int, dict[int, tuple[int, int]]]) -> tuple[dict[str, list], list[tuple]]:
         """({"thread_time": rows, "thread_wait": rows, "lost": rows}, threads rows (tid, pid, comm,
-        first_seen, last_seen)) for [t0, t1]. ``thread_stats``: ProcessTelemetry.thread_stats."""
+        first_seen, last_seen)) for [t0, t1]. ``thread_stats``: ProcessSample.thread_stats."""
         bpf_threads, waits = self.maps.snapshot() if self.maps else ({}, {})
         alive = {tid: st for pid, stats in thread_stats.items() if pid in workload for tid, st in stats.items()}
         for pid, stats in thread_stats.items():

@@ -1,0 +1,247 @@
+"""Where an interval's CPU data comes from: the two recording modes behind one interface.
+
+``BpfSource`` (default; root and bcc) loads the eBPF probes (probes.py), samples stacks at
+``freq_hz`` and classifies them, counts exact on-CPU time at every sched_switch, and drains the
+softirq, block, net, socket, uprobe and loss maps. Each interval it yields ``cpu_category`` (the
+exact-CPU policy: accounting.py), ``stack_samples``, ``thread_category``, ``softirq``,
+``block_io``/``block_latency``, ``net_io``/``events``, ``sock_io``, ``lost`` and the uprobe
+tables, new stacks and markers.
+
+``PsutilSource`` (``--probes psutil``) needs no root and loads nothing: it yields no tables of its
+own, so the recording holds only what the recorder samples in both modes (host_cpu, proc_cpu,
+thread tables from /proc, gpu): host and per-process CPU splits without categories.
+
+The interface (``load``, ``meta``, ``prime``, ``parents``, ``sched_wait_maps``, ``drain``,
+``close``) is what recorder.py calls; it never asks which mode it has.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+
+from dpuprof.categories import IDLE
+from dpuprof.errors import UserError
+from dpuprof.record.accounting import CpuRow, cpu_category_rows
+from dpuprof.record.perfmap import ENV as PYTHON_ENV
+from dpuprof.record.perfmap import python_frames_status
+
+
+@dataclass
+class Drained:
+    """One interval from a source: ``tables`` {table: rows} for RecordingWriter.write_interval,
+    ``stacks`` new stack rows, ``markers`` marker rows, ``comms`` {pid: comm} of sampled processes,
+    ``ran`` pids that ran (sampled or not), ``samples`` sampled (busy ``busy`` by top-level
+    category), ``lost`` whole samples lost (map overflows)."""
+    tables: dict = field(default_factory=dict)
+    stacks: list = field(default_factory=list)
+    markers: list = field(default_factory=list)
+    comms: dict = field(default_factory=dict)
+    ran: set = field(default_factory=set)
+    samples: int = 0
+    busy: Counter = field(default_factory=Counter)
+    lost: int = 0
+
+
+class PsutilSource:
+    """No root, no probes: the recorder's /proc and psutil telemetry only."""
+
+    category_split = False
+    used: list[str] = []
+    hooks: dict[str, str] = {}
+
+    def __init__(self, opts):
+        self.unavailable = {"cpu_sample": "psutil mode (--probes psutil): no category split"}
+
+    def check(self) -> None:
+        """Nothing to check: psutil mode runs as any user."""
+
+    def load(self, work) -> None:
+        """Nothing to load."""
+
+    def meta(self, command, user) -> dict:
+        return {"mode": "psutil", "category_split": False, "sample_freq_hz": 0, "rules_sha256": None,
+                "probes_used": ["psutil"], "python_frames": "off: --probes psutil samples no stacks"}
+
+    def env_extra(self) -> dict | None:
+        return None
+
+    def prime(self) -> None:
+        pass
+
+    def parents(self) -> dict[int, int] | None:
+        return None  # targets.py then follows the tree through /proc
+
+    def sched_wait_maps(self):
+        return None
+
+    def drain(self, workload, schedstat_ns, writer) -> Drained:
+        return Drained()
+
+    def close(self) -> None:
+        pass
+
+
+class BpfSource:
+    """The eBPF probes: see the module docstring for what each interval yields."""
+
+    category_split = True
+
+    def __init__(self, opts):
+        self.opts = opts
+        self.bpf = None
+        self.used: list[str] = []
+        self.unavailable: dict[str, str] = {}
+        self.hooks: dict[str, str] = {}  # probe -> "raw_tracepoint" | "tracepoint" (probes.hooks)
+        self.uprobes = None  # dpuprof.record.uprobes.UprobeSession
+        self.softirq = self.block = self.net = self.sock = None
+
+    def check(self) -> None:
+        """Capabilities (root, or CAP_BPF + CAP_PERFMON and friends), bcc and the host PID
+        namespace, or one UserError line saying what to do."""
+        from dpuprof.record.privilege import require_for_bpf
+        require_for_bpf()  # capabilities, not uid 0: one line naming what is missing (privilege.py)
+        from dpuprof.record.bcc_loader import import_bcc
+        import_bcc()
+        from dpuprof.record.procfs import in_host_pidns
+        if not in_host_pidns():
+            raise UserError("dpuprof runs in a PID namespace other than the host's, and the eBPF probes "
+                            "report host PIDs: run the container with the host PID namespace "
+                            "(docker --pid=host, Kubernetes hostPID: true)")
+
+    def _wanted(self, probemod) -> list[str]:
+        wanted = list(self.opts.probes) or list(probemod.PROBE_NAMES)
+        for name in wanted:
+            if name not in probemod.PROBE_NAMES:
+                raise UserError(f"unknown probe {name!r}; known: {', '.join(probemod.PROBE_NAMES)}, psutil")
+        return wanted + [r for r in probemod.REQUIRED if r not in wanted]
+
+    def load(self, work) -> None:
+        """Compile and attach the probes and build one drainer per loaded probe."""
+        from dpuprof.record import probes as probemod
+        from dpuprof.record.bcc_loader import import_bcc
+        from dpuprof.record.classify import Classifier
+        from dpuprof.record.drain import (BlockDrainer, LostDrainer, NetDrainer, SampleDrainer,
+                                          SockDrainer, SoftirqDrainer, TreeDrainer)
+        from dpuprof.record.symbols import Symbolizer
+
+        bcc = import_bcc()
+        wanted = self._wanted(probemod)
+        bpf, used, unavailable = probemod.load(bcc.BPF, wanted)
+        for name in probemod.PROBE_NAMES:
+            if name not in wanted:
+                unavailable.setdefault(name, "not selected (--probes)")
+        if bpf is None or any(r not in used for r in probemod.REQUIRED):
+            why = "; ".join(f"{k}: {v}" for k, v in unavailable.items() if k in probemod.REQUIRED)
+            raise UserError(f"cannot load the core probes ({why}); run: dpuprof doctor")
+        self.bpf, self.used, self.unavailable = bpf, used, unavailable
+        try:
+            bpf.attach_perf_event(ev_type=bcc.PerfType.SOFTWARE, ev_config=bcc.PerfSWConfig.CPU_CLOCK,
+                                  fn_name="on_sample", sample_freq=self.opts.freq_hz, cpu=-1)
+        except Exception as err:
+            self.close()
+            raise UserError(f"cannot attach the cpu-clock sampler ({err}); run: dpuprof doctor") from None
+        self.hooks = probemod.hooks(bpf)
+        _release_freed_memory()  # clang's compile leaves ~100 MB of freed heap behind
+        self.tree = TreeDrainer(bpf, os.getpid())
+        work.tree_map, work.lost_map = bpf["tree"], bpf["tree_lost"]
+        self.work = work
+        self.samples = SampleDrainer(bpf, Symbolizer(bcc.BPF), Classifier(extra=self.opts.rules),
+                                     self.opts.python_frames)
+        self.softirq = SoftirqDrainer(bpf) if "softirq" in used else None
+        self.block = BlockDrainer(bpf) if "block_io" in used else None
+        self.net = NetDrainer(bpf) if "net_dev" in used else None
+        self.sock = SockDrainer(bpf) if "sock_io" in used else None
+        self.lost = LostDrainer(bpf, used)
+        if "uprobes" in used:
+            from dpuprof.record import uprobes
+            self.uprobes = uprobes.start(bpf, os.getpid(), codecs=self.opts.codec_uprobes)
+            work.also_seed.append((bpf["wl"], 1))  # attached trees are uprobe members too
+
+    def meta(self, command, user) -> dict:
+        return {"mode": "bpf", "category_split": True, "sample_freq_hz": self.opts.freq_hz,
+                "rules_sha256": self.samples.classifier.digest,
+                "probes_used": ["psutil"] + self.used,
+                **(self.uprobes.meta() if self.uprobes else {}),
+                "python_frames": python_frames_status(command, self.opts.python_frames, user)}
+
+    def env_extra(self) -> dict | None:
+        """Environment for the command: CPython's perf trampoline, unless --no-python-frames."""
+        return PYTHON_ENV if self.opts.python_frames else None
+
+    def prime(self) -> None:
+        """Take every cumulative counter's baseline now, so interval 0 starts with the command."""
+        self.samples.prime()
+        for drainer in (self.softirq, self.block, self.net, self.sock, self.lost, self.uprobes):
+            if drainer is not None:
+                drainer.drain()
+
+    def parents(self) -> dict[int, int] | None:
+        return self.tree.parents() if self.bpf is not None else None
+
+    def sched_wait_maps(self):
+        from dpuprof.record.threads import SchedWaitMaps
+        return SchedWaitMaps(self.bpf) if "sched_wait" in self.used else None
+
+    def drain(self, workload, schedstat_ns, writer) -> Drained:
+        """Drain every map for the interval just ended. ``workload``: its pids (symbols resolved
+        in full); ``schedstat_ns`` {pid: ns}: live workload processes' exact CPU (accounting.py);
+        ``writer``: the uprobe tables look up ids in it."""
+        d = self.samples.drain(self.work.symbolized(workload))
+        self.work.add_seen(d["comms"].keys() | d["run_ns"].keys())  # system-wide only
+        rows = cpu_category_rows(d["cpu"], d["run_ns"], schedstat_ns, 1e9 / self.opts.freq_hz)
+        out = Drained(stacks=d["new_stacks"], comms=d["comms"], ran=set(d["run_ns"]))
+        out.samples, out.busy = _sample_totals(rows)
+        t = out.tables
+        t["cpu_category"] = rows
+        t["stack_samples"] = [(pid, sid, n) for (pid, sid), n in sorted(d["stacks"].items())]
+        t["thread_category"] = [(tid, sub, n) for (tid, sub), n in sorted(d["thread_cpu"].items())]
+        if self.softirq:
+            t["softirq"] = self.softirq.drain()
+        if self.block:
+            t["block_io"], t["block_latency"] = self.block.drain()
+        if self.net:
+            t["net_io"], retrans = self.net.drain()
+            t["events"] = [("tcp_retransmit", retrans)] if retrans else []
+        if self.sock:
+            t["sock_io"] = self.sock.drain()
+        t["lost"] = self.lost.drain()
+        if self.uprobes:  # collectives, codec_calls, markers, lost
+            out.markers = self.uprobes.contribute(t, workload, writer)
+        # Only whole samples count as lost here; a failed stack walk still counts its sample.
+        out.lost = sum(n for kind, n in t["lost"] if kind.startswith(("samples", "run")))
+        self.samples.sym.forget([p for p in d["comms"] if p > 0 and not os.path.exists(f"/proc/{p}")])
+        return out
+
+    def close(self) -> None:
+        """Detach the probes (idempotent): nothing drains them any more."""
+        if self.bpf is not None:
+            self.bpf.cleanup()
+            self.bpf = None
+
+
+def _sample_totals(rows: list[CpuRow]) -> tuple[int, Counter]:
+    """All samples behind ``rows``, and the busy ones by top-level category."""
+    busy: Counter = Counter()
+    for row in rows:
+        if row.category != IDLE:
+            busy[row.category] += row.samples
+    return sum(row.samples for row in rows), busy
+
+
+def _release_freed_memory() -> None:
+    """Return freed heap to the OS (glibc keeps it by default), keeping the recorder's RSS low."""
+    import ctypes
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def make_source(opts):
+    """The source ``opts`` asks for: PsutilSource with ``psutil_only``, BpfSource otherwise."""
+    return PsutilSource(opts) if opts.psutil_only else BpfSource(opts)
+
+
+__all__ = ["Drained", "BpfSource", "PsutilSource", "make_source"]
