@@ -294,34 +294,29 @@ def _build(bpf_cls, probes: list[Probe], variants: dict):
 
 
 def _cleanup_in_parallel(bpf, cleanup) -> None:
-    """``bpf.cleanup()``, detaching the tracepoints from parallel threads first.
+    """``bpf.cleanup()``, closing the tracepoints' perf events and the uprobe links together first.
 
-    bcc detaches them one at a time, and each detach waits for an RCU grace period (about 65 ms
-    each on the loaded 2-vCPU development VM: 1.3 s for the 20 tracepoint attachments of all
-    probes, every time a recording ends); closing the perf-event fds concurrently lets those waits
-    overlap (0.6-0.8 s there). libbcc's bpf_detach_tracepoint, which bcc also calls, does nothing.
+    Each close waits for grace periods (about 65 ms per tracepoint on the loaded 2-vCPU
+    development VM, 1.3 s for the 20 of all probes when bcc closes them one by one); closed from
+    parallel threads the waits overlap. uprobes are links for this reason (record/uprobe_link.py):
+    bcc's perf-event uprobes wait one after another under a kernel lock, parallel or not (0.1 s
+    each), and are left to bcc's own cleanup where the kernel has no uprobe-multi links.
+    libbcc's bpf_detach_tracepoint, which bcc calls after the close, does nothing.
     """
     from bcc.libbcc import lib  # bcc is importable: a BPF object exists
 
-    fds = list(bpf.tracepoint_fds.values())
+    from dpuprof.record import uprobe_link
+
+    links, programs = uprobe_link.take_all(bpf)
+    closes = [functools.partial(lib.bpf_close_perf_event_fd, fd) for fd in bpf.tracepoint_fds.values()]
+    closes += [functools.partial(os.close, fd) for fd in links]
     bpf.tracepoint_fds.clear()
-    if fds:
-        with ThreadPoolExecutor(min(len(fds), 32)) as pool:
-            list(pool.map(lib.bpf_close_perf_event_fd, fds))
-    # uprobes too: each detach also waits (about 0.11 s each here, 1.6 s for the 15 of a DDP run)
-    events = list(getattr(bpf, "uprobe_fds", {}))
-    if events:
-        with ThreadPoolExecutor(min(len(events), 32)) as pool:
-            list(pool.map(lambda ev: _quiet(bpf.detach_uprobe_event, ev), events))
+    if closes:
+        with ThreadPoolExecutor(min(len(closes), 32)) as pool:
+            list(pool.map(lambda close: close(), closes))
     cleanup()
-
-
-def _quiet(fn, *args) -> None:
-    """Call ``fn``; a detach that fails leaves the rest to bcc's own cleanup."""
-    try:
-        fn(*args)
-    except Exception:  # noqa: BLE001 - bcc raises bare Exceptions
-        pass
+    for fd in programs:
+        os.close(fd)
 
 
 def _attach_by_name(bpf, tp: str, fn: str) -> None:
