@@ -61,3 +61,23 @@ def test_hooks_reads_which_programs_bcc_attached():
                  b"on_sample": 5}
 
     assert probes.hooks(Bpf) == {"softirq": "raw_tracepoint", "net_dev": "tracepoint"}
+
+
+def test_raw_tracepoint_support_is_the_kernel_version_checked_once(fake_btf):
+    assert probes.kernel_has_raw_tracepoints("6.18.44-fc-v1045")
+    assert probes.kernel_has_raw_tracepoints("4.17.0")
+    assert not probes.kernel_has_raw_tracepoints("4.16.18-300.fc28.x86_64")
+    assert not probes.kernel_has_raw_tracepoints("garbage")
+
+    class Asked(_Bcc):
+        calls = 0
+
+        @classmethod
+        def support_raw_tracepoint(cls):
+            cls.calls += 1
+            return True
+
+    # The caller's answer is used as given: bcc (which reads all of /proc/kallsyms) is not asked.
+    assert probes.raw_defines(SOFTIRQ, Asked, supported=False) == (None, "this kernel has no raw tracepoints")
+    assert probes.raw_defines(SOFTIRQ, Asked, supported=True)[0] == "#define SOFTIRQ_RAW_TP 1\n"
+    assert Asked.calls == 0

@@ -143,17 +143,29 @@ def _kernel_btf():
     return Btf.load()
 
 
-def raw_defines(probe: Probe, bpf_cls) -> tuple[str | None, str]:
+def kernel_has_raw_tracepoints(release: str | None = None) -> bool:
+    """Whether the running kernel (or ``release``, a ``uname -r`` string) has raw tracepoints:
+    Linux >= 4.17. bcc's ``support_raw_tracepoint`` answers by loading all of /proc/kallsyms
+    (0.4-0.8 s before the command could start); a probe whose raw version fails to load still
+    falls back to its classic tracepoints (``load``)."""
+    m = re.match(r"(\d+)\.(\d+)", release or os.uname().release)
+    return m is not None and (int(m[1]), int(m[2])) >= (4, 17)
+
+
+def raw_defines(probe: Probe, bpf_cls, supported: bool | None = None) -> tuple[str | None, str]:
     """(``#define`` lines selecting ``probe``'s raw-tracepoint version, "") when it can be used
-    here; (None, why not) otherwise, and always for a probe without one."""
+    here; (None, why not) otherwise, and always for a probe without one. ``supported``: whether
+    the kernel has raw tracepoints, checked once by the caller; None asks ``bpf_cls``."""
     from dpuprof.record.btf import BtfError
 
     if probe.raw is None:
         return None, "no raw-tracepoint version"
     if os.environ.get(NO_RAW_TP_ENV, "") not in ("", "0"):
         return None, f"{NO_RAW_TP_ENV} is set"
-    support = getattr(bpf_cls, "support_raw_tracepoint", None)
-    if support is not None and not support():
+    if supported is None:
+        support = getattr(bpf_cls, "support_raw_tracepoint", None)
+        supported = support is None or bool(support())
+    if not supported:
         return None, "this kernel has no raw tracepoints"
     lines = [f"#define {probe.raw.define} 1"]
     try:
@@ -237,7 +249,8 @@ def load(bpf_cls, wanted: list[str]) -> tuple[object | None, list[str], dict[str
     candidates = _with_needs(candidates, unavailable)
     if not candidates:
         return None, [], unavailable
-    variants = {p.name: raw_defines(p, bpf_cls)[0] for p in candidates}
+    raw_ok = kernel_has_raw_tracepoints()  # once per load, not per probe
+    variants = {p.name: raw_defines(p, bpf_cls, raw_ok)[0] for p in candidates}
     try:
         return _build(bpf_cls, candidates, variants), [p.name for p in candidates], unavailable
     except Exception:  # bcc raises a bare Exception on compile/load failure
