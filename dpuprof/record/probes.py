@@ -233,8 +233,18 @@ CFLAGS = ["-w"]  # bcc's headers vs. a newer kernel produce harmless macro warni
 def load(bpf_cls, wanted: list[str]) -> tuple[object | None, list[str], dict[str, str]]:
     """Compile and attach the ``wanted`` probes. Returns (bpf, used names, {unavailable: reason}).
 
-    perf_event attachment (cpu_sample) is done by the caller, which knows the frequency.
+    perf_event attachment (cpu_sample) is done by the caller, which knows the frequency. Once
+    loaded, the compiler's code pages are dropped from the RSS (bcc_loader.release_compiler_pages).
     """
+    from dpuprof.record.bcc_loader import release_compiler_pages
+
+    try:
+        return _load(bpf_cls, wanted)
+    finally:
+        release_compiler_pages()
+
+
+def _load(bpf_cls, wanted: list[str]) -> tuple[object | None, list[str], dict[str, str]]:
     map_entries_override()  # a malformed DPUPROF_MAP_ENTRIES fails here, not as a probe's compile error
     unavailable: dict[str, str] = {}
     candidates = []
