@@ -38,7 +38,9 @@
 // Overhead: per context switch on the host: one per-CPU update and one or two hash lookups
 //           (prev in sw_threads, else in tree); workload threads add one hash update per wait.
 #include <uapi/linux/ptrace.h>
-#include <linux/sched.h>
+#ifndef TASK_COMM_LEN  // not <linux/sched.h>: it pulls in most of the kernel's headers (probes/cpu_sample.bpf.c)
+#define TASK_COMM_LEN 16
+#endif
 
 #define SW_SLEEP 1
 #define SW_IO 2

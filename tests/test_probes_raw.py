@@ -61,3 +61,41 @@ def test_hooks_reads_which_programs_bcc_attached():
                  b"on_sample": 5}
 
     assert probes.hooks(Bpf) == {"softirq": "raw_tracepoint", "net_dev": "tracepoint"}
+
+
+def test_raw_tracepoint_support_is_the_kernel_version_checked_once(fake_btf):
+    assert probes.kernel_has_raw_tracepoints("6.18.44-fc-v1045")
+    assert probes.kernel_has_raw_tracepoints("4.17.0")
+    assert not probes.kernel_has_raw_tracepoints("4.16.18-300.fc28.x86_64")
+    assert not probes.kernel_has_raw_tracepoints("garbage")
+
+    class Asked(_Bcc):
+        calls = 0
+
+        @classmethod
+        def support_raw_tracepoint(cls):
+            cls.calls += 1
+            return True
+
+    # The caller's answer is used as given: bcc (which reads all of /proc/kallsyms) is not asked.
+    assert probes.raw_defines(SOFTIRQ, Asked, supported=False) == (None, "this kernel has no raw tracepoints")
+    assert probes.raw_defines(SOFTIRQ, Asked, supported=True)[0] == "#define SOFTIRQ_RAW_TP 1\n"
+    assert Asked.calls == 0
+
+
+def test_only_read_only_compiler_mappings_without_private_pages_are_dropped():
+    from dpuprof.record.bcc_loader import _droppable
+
+    smaps = "\n".join([
+        "7f0000000000-7f0000100000 r-xp 00000000 08:01 1 /usr/lib/x86_64-linux-gnu/libLLVM-14.so.1",
+        "Rss:                1024 kB", "Anonymous:             0 kB",
+        "7f0000100000-7f0000200000 r--p 00100000 08:01 1 /usr/lib/x86_64-linux-gnu/libLLVM-14.so.1",
+        "Rss:                 512 kB", "Anonymous:           128 kB",  # relocated (RELRO): kept
+        "7f0000200000-7f0000300000 rw-p 00200000 08:01 1 /usr/lib/x86_64-linux-gnu/libLLVM-14.so.1",
+        "Rss:                  64 kB", "Anonymous:             0 kB",  # writable: kept
+        "7f0000300000-7f0000400000 r--p 00000000 08:01 2 /usr/lib/llvm-14/lib/libclang-cpp.so.14",
+        "Rss:                 256 kB", "Anonymous:             0 kB",
+        "7f0000400000-7f0000500000 r-xp 00000000 08:01 3 /usr/lib/x86_64-linux-gnu/libc.so.6",
+        "Rss:                 900 kB", "Anonymous:             0 kB",  # not the compiler: kept
+    ])
+    assert _droppable(smaps) == [(0x7f0000000000, 0x7f0000100000, 1024), (0x7f0000300000, 0x7f0000400000, 256)]

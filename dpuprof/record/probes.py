@@ -143,17 +143,29 @@ def _kernel_btf():
     return Btf.load()
 
 
-def raw_defines(probe: Probe, bpf_cls) -> tuple[str | None, str]:
+def kernel_has_raw_tracepoints(release: str | None = None) -> bool:
+    """Whether the running kernel (or ``release``, a ``uname -r`` string) has raw tracepoints:
+    Linux >= 4.17. bcc's ``support_raw_tracepoint`` answers by loading all of /proc/kallsyms
+    (0.4-0.8 s before the command could start); a probe whose raw version fails to load still
+    falls back to its classic tracepoints (``load``)."""
+    m = re.match(r"(\d+)\.(\d+)", release or os.uname().release)
+    return m is not None and (int(m[1]), int(m[2])) >= (4, 17)
+
+
+def raw_defines(probe: Probe, bpf_cls, supported: bool | None = None) -> tuple[str | None, str]:
     """(``#define`` lines selecting ``probe``'s raw-tracepoint version, "") when it can be used
-    here; (None, why not) otherwise, and always for a probe without one."""
+    here; (None, why not) otherwise, and always for a probe without one. ``supported``: whether
+    the kernel has raw tracepoints, checked once by the caller; None asks ``bpf_cls``."""
     from dpuprof.record.btf import BtfError
 
     if probe.raw is None:
         return None, "no raw-tracepoint version"
     if os.environ.get(NO_RAW_TP_ENV, "") not in ("", "0"):
         return None, f"{NO_RAW_TP_ENV} is set"
-    support = getattr(bpf_cls, "support_raw_tracepoint", None)
-    if support is not None and not support():
+    if supported is None:
+        support = getattr(bpf_cls, "support_raw_tracepoint", None)
+        supported = support is None or bool(support())
+    if not supported:
         return None, "this kernel has no raw tracepoints"
     lines = [f"#define {probe.raw.define} 1"]
     try:
@@ -221,8 +233,18 @@ CFLAGS = ["-w"]  # bcc's headers vs. a newer kernel produce harmless macro warni
 def load(bpf_cls, wanted: list[str]) -> tuple[object | None, list[str], dict[str, str]]:
     """Compile and attach the ``wanted`` probes. Returns (bpf, used names, {unavailable: reason}).
 
-    perf_event attachment (cpu_sample) is done by the caller, which knows the frequency.
+    perf_event attachment (cpu_sample) is done by the caller, which knows the frequency. Once
+    loaded, the compiler's code pages are dropped from the RSS (bcc_loader.release_compiler_pages).
     """
+    from dpuprof.record.bcc_loader import release_compiler_pages
+
+    try:
+        return _load(bpf_cls, wanted)
+    finally:
+        release_compiler_pages()
+
+
+def _load(bpf_cls, wanted: list[str]) -> tuple[object | None, list[str], dict[str, str]]:
     map_entries_override()  # a malformed DPUPROF_MAP_ENTRIES fails here, not as a probe's compile error
     unavailable: dict[str, str] = {}
     candidates = []
@@ -237,7 +259,8 @@ def load(bpf_cls, wanted: list[str]) -> tuple[object | None, list[str], dict[str
     candidates = _with_needs(candidates, unavailable)
     if not candidates:
         return None, [], unavailable
-    variants = {p.name: raw_defines(p, bpf_cls)[0] for p in candidates}
+    raw_ok = kernel_has_raw_tracepoints()  # once per load, not per probe
+    variants = {p.name: raw_defines(p, bpf_cls, raw_ok)[0] for p in candidates}
     try:
         return _build(bpf_cls, candidates, variants), [p.name for p in candidates], unavailable
     except Exception:  # bcc raises a bare Exception on compile/load failure
@@ -294,34 +317,29 @@ def _build(bpf_cls, probes: list[Probe], variants: dict):
 
 
 def _cleanup_in_parallel(bpf, cleanup) -> None:
-    """``bpf.cleanup()``, detaching the tracepoints from parallel threads first.
+    """``bpf.cleanup()``, closing the tracepoints' perf events and the uprobe links together first.
 
-    bcc detaches them one at a time, and each detach waits for an RCU grace period (about 65 ms
-    each on the loaded 2-vCPU development VM: 1.3 s for the 20 tracepoint attachments of all
-    probes, every time a recording ends); closing the perf-event fds concurrently lets those waits
-    overlap (0.6-0.8 s there). libbcc's bpf_detach_tracepoint, which bcc also calls, does nothing.
+    Each close waits for grace periods (about 65 ms per tracepoint on the loaded 2-vCPU
+    development VM, 1.3 s for the 20 of all probes when bcc closes them one by one); closed from
+    parallel threads the waits overlap. uprobes are links for this reason (record/uprobe_link.py):
+    bcc's perf-event uprobes wait one after another under a kernel lock, parallel or not (0.1 s
+    each), and are left to bcc's own cleanup where the kernel has no uprobe-multi links.
+    libbcc's bpf_detach_tracepoint, which bcc calls after the close, does nothing.
     """
     from bcc.libbcc import lib  # bcc is importable: a BPF object exists
 
-    fds = list(bpf.tracepoint_fds.values())
+    from dpuprof.record import uprobe_link
+
+    links, programs = uprobe_link.take_all(bpf)
+    closes = [functools.partial(lib.bpf_close_perf_event_fd, fd) for fd in bpf.tracepoint_fds.values()]
+    closes += [functools.partial(os.close, fd) for fd in links]
     bpf.tracepoint_fds.clear()
-    if fds:
-        with ThreadPoolExecutor(min(len(fds), 32)) as pool:
-            list(pool.map(lib.bpf_close_perf_event_fd, fds))
-    # uprobes too: each detach also waits (about 0.11 s each here, 1.6 s for the 15 of a DDP run)
-    events = list(getattr(bpf, "uprobe_fds", {}))
-    if events:
-        with ThreadPoolExecutor(min(len(events), 32)) as pool:
-            list(pool.map(lambda ev: _quiet(bpf.detach_uprobe_event, ev), events))
+    if closes:
+        with ThreadPoolExecutor(min(len(closes), 32)) as pool:
+            list(pool.map(lambda close: close(), closes))
     cleanup()
-
-
-def _quiet(fn, *args) -> None:
-    """Call ``fn``; a detach that fails leaves the rest to bcc's own cleanup."""
-    try:
-        fn(*args)
-    except Exception:  # noqa: BLE001 - bcc raises bare Exceptions
-        pass
+    for fd in programs:
+        os.close(fd)
 
 
 def _attach_by_name(bpf, tp: str, fn: str) -> None:

@@ -42,13 +42,17 @@ def recursion_misses(bpf) -> dict[str, int] | None:
     get_info = lib.bpf_obj_get_info
     get_info.argtypes = [ct.c_int, ct.c_void_p, ct.POINTER(ct.c_uint32)]
     get_info.restype = ct.c_int
-    out = {}
-    for name, fn in bpf.funcs.items():
+    from dpuprof.record.uprobe_link import programs
+
+    out: dict[str, int] = {}
+    fds = [(name, fn.fd) for name, fn in bpf.funcs.items()] + list(programs(bpf).items())
+    for name, fd in fds:  # a uprobe program loaded twice (bcc's and a link's copy) is summed
         info = _ProgInfo()
         size = ct.c_uint32(ct.sizeof(info))
-        if get_info(fn.fd, ct.byref(info), ct.byref(size)) != 0:
+        if get_info(fd, ct.byref(info), ct.byref(size)) != 0:
             return None
         if size.value < _ProgInfo.recursion_misses.offset + 8:
             return None  # kernel older than 5.12: not counted
-        out[name.decode() if isinstance(name, bytes) else name] = int(info.recursion_misses)
+        key = name.decode() if isinstance(name, bytes) else name
+        out[key] = out.get(key, 0) + int(info.recursion_misses)
     return out

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 
 from dpuprof.marker import MARK_MAGIC
+from dpuprof.record import uprobe_link
 
 # Function ids and library ids: keep in step with probes/uprobes.bpf.c.
 FUNCS = {0: ("allreduce", None), 1: ("inflate", "decompress"), 2: ("deflate", "compress"),
@@ -140,6 +141,7 @@ class UprobeSession:
         self.offset_s = clock_offset_s()
         self.status: dict[str, str] = {t.name: NOT_LOADED if t in self.targets else CODECS_OFF for t in TARGETS}
         self.paths: dict[str, list[str]] = {}  # target name -> files it is attached to
+        self.links: dict[tuple[str, str], list[int]] = {}  # (target name, file) -> uprobe-multi link fds
         self.limit_hz = max_hits_per_s()
         self.last_drain = time.monotonic()
         self.tried_paths: set[str] = set()
@@ -201,17 +203,39 @@ class UprobeSession:
         return out
 
     def _attach(self, target: Target, path: str) -> str:
+        """Attach ``target`` in ``path`` (entry, then return probe): as uprobe-multi links where
+        the kernel has them (they detach together, record/uprobe_link.py), else bcc's uprobes."""
+        links = self.links.setdefault((target.name, path), [])
         try:
-            self.bpf.attach_uprobe(name=path, sym=target.sym, fn_name=target.entry)
+            fd = uprobe_link.attach(self.bpf, path, target.sym, target.entry)
+            if fd is None:
+                self.bpf.attach_uprobe(name=path, sym=target.sym, fn_name=target.entry)
+            else:
+                links.append(fd)
         except Exception as err:  # bcc raises a bare Exception when the symbol is absent
             return f"{path}: {str(err).splitlines()[0][:160]}"
         if target.ret:
             try:
-                self.bpf.attach_uretprobe(name=path, sym=target.sym, fn_name=target.ret)
+                fd = uprobe_link.attach(self.bpf, path, target.sym, target.ret, ret=True)
+                if fd is None:
+                    self.bpf.attach_uretprobe(name=path, sym=target.sym, fn_name=target.ret)
+                else:
+                    links.append(fd)
             except Exception as err:
-                self.bpf.detach_uprobe(name=path, sym=target.sym)
+                self._detach(target, path)
                 return f"{path}: uretprobe: {str(err).splitlines()[0][:160]}"
         return ATTACHED
+
+    def _detach(self, target: Target, path: str) -> None:
+        """Stop ``target``'s probes in ``path`` (links or bcc's); one already gone is skipped."""
+        fds = self.links.pop((target.name, path), [])
+        for fd in fds:
+            uprobe_link.detach(self.bpf, fd)
+        for detach in () if fds else (self.bpf.detach_uprobe,) + ((self.bpf.detach_uretprobe,) if target.ret else ()):
+            try:
+                detach(name=path, sym=target.sym)
+            except Exception:  # not attached through bcc, or gone with its file
+                pass
 
     def _detach_hot(self) -> bool:
         """Detach every target hit more than ``limit_hz`` times a second since the last drain;
@@ -227,11 +251,7 @@ class UprobeSession:
             if target.slot not in hot or target.name not in self.paths:
                 continue
             for path in self.paths.pop(target.name):
-                for detach in ((self.bpf.detach_uprobe,) + ((self.bpf.detach_uretprobe,) if target.ret else ())):
-                    try:
-                        detach(name=path, sym=target.sym)
-                    except Exception:  # already gone with its file; nothing left to stop
-                        pass
+                self._detach(target, path)
             self.status[target.name] = (f"{DETACHED}: {hot[target.slot]:.0f} calls/s, over the limit of "
                                         f"{self.limit_hz:.0f}/s ({MAX_HZ_ENV}); each call is a trap")
             changed = True
