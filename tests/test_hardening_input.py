@@ -32,7 +32,7 @@ from dpuprof.recording import SCHEMA_VERSION, load
 from dpuprof.recording.packing import pack_ids, unpack_ids
 from dpuprof.recording.schema import DDL
 from dpuprof.recording.summary import summarize
-from dpuprof.recording.writer import RecordingWriter
+from factory import make_recording, open_recording
 
 
 
@@ -89,19 +89,19 @@ def _synthetic(path: Path) -> None:
     meta = {"command": ["python3", "train.py"], "host": "h", "kernel": "6.1", "cpu_count": 2, "mode": "bpf",
             "category_split": True, "sample_freq_hz": 99, "interval_s": 1.0, "probes_used": ["cpu_sample"],
             "probes_unavailable": {"sock_io": "tracepoint missing"}, "dpuprof_version": "test", "user": "u"}
-    w = RecordingWriter(path, meta)
-    for i in range(3):
-        w.write_interval(i, 100.0 + i, 101.0 + i, {
-            "cpu_category": [(42, "network", "network.tcpip", 10, 0.1), (0, "idle", "idle", 5, 0.05)],
-            "stack_samples": [(42, 1, 10)], "softirq": [(0, "NET_RX", 1000, 3)],
-            "block_io": [("vda", "read", 4096, 1)], "block_latency": [("read", 64, 1)],
-            "net_io": [("lo", "tx", 1000, 2)], "sock_io": [(42, "tcp", "send", 1000, 1)],
-            "events": [("tcp_retransmit", 1)], "proc_cpu": [(42, 0.05, 0.05)],
-            "host_cpu": [("user", 0.5), ("idle", 1.0)], "host_disk": [(4096, 0, 1, 0)],
-            "host_net": [("lo", 1000, 1000, 2, 2)], "gpu": [(0, 10.0, 1 << 20)], "lost": [("samples_map_full", 1)],
-        }, processes=[(42, 1, "python3", "python3 train.py", 1, 100.0, 101.0 + i)],
-            stacks=[(1, "a_[k];b (libc.so.6)", "network", "network.tcpip")] if i == 0 else [])
-    w.close(end_time=103.0, exit_code=0, start_time=100.0, root_pid=42)
+    tables = {
+        "stack_samples": [(42, 1, 10)], "softirq": [(0, "NET_RX", 1000, 3)],
+        "block_io": [("vda", "read", 4096, 1)], "block_latency": [("read", 64, 1)],
+        "net_io": [("lo", "tx", 1000, 2)], "sock_io": [(42, "tcp", "send", 1000, 1)],
+        "events": [("tcp_retransmit", 1)], "proc_cpu": [(42, 0.05, 0.05)],
+        "host_cpu": [("user", 0.5), ("idle", 1.0)], "host_disk": [(4096, 0, 1, 0)],
+        "host_net": [("lo", 1000, 1000, 2, 2)], "gpu": [(0, 10.0, 1 << 20)], "lost": [("samples_map_full", 1)],
+    }
+    make_recording(path, meta=meta, intervals=3,
+                   cpu=[(42, "network", "network.tcpip", 10, 0.1), (0, "idle", "idle", 5, 0.05)], tables=tables,
+                   processes=lambda i: [(42, 1, "python3", "python3 train.py", 1, 100.0, 101.0 + i)],
+                   stacks=[(1, "a_[k];b (libc.so.6)", "network", "network.tcpip")],
+                   final={"end_time": 103.0, "exit_code": 0, "start_time": 100.0, "root_pid": 42})
 
 
 @pytest.fixture(scope="module")
@@ -420,9 +420,7 @@ def test_recording_killed_in_the_middle_of_a_commit_loads_up_to_its_last_interva
     # A recorder killed while it commits leaves a hot rollback journal. The reader recovers in a
     # private copy; the file itself is not modified.
     path = tmp_path / "hot.rec"
-    w = RecordingWriter(path, {"command": ["x"], "sample_freq_hz": 99, "category_split": True, "cpu_count": 2})
-    for i in range(3):
-        w.write_interval(i, 100.0 + i, 101.0 + i, {"net_io": [("lo", "tx", 1000, 2)]})
+    _, w = open_recording(path, intervals=3, tables={"net_io": [("lo", "tx", 1000, 2)]})
     pid = os.fork()
     if pid == 0:  # the "recorder", killed half-way through writing interval 3
         try:

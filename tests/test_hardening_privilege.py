@@ -24,7 +24,7 @@ import pytest
 
 from conftest import PYTHON, REPO, dpuprof, summary_of
 from dpuprof.recording import load
-from dpuprof.recording.writer import RecordingWriter
+from factory import make_recording
 
 
 # ---------------------------------------------------------------- the workload's identity under sudo
@@ -178,13 +178,12 @@ def test_project_never_writes_through_a_symlink(tmp_path):
 def _write_small(path):
     meta = {"cpu_count": 2, "mode": "bpf", "category_split": True, "sample_freq_hz": 99,
             "command": ["python3", "x.py"], "dpuprof_version": "test"}
-    w = RecordingWriter(path, meta)
-    w.write_interval(0, 1000.0, 1010.0, {
-        "cpu_category": [(100, "network", "network.tcpip", 100, 1.0), (100, "compute", "compute.other", 300, 3.0),
-                         (0, "idle", "idle", 1000, 10.0)],
-        "net_io": [("lo", "tx", 1e9, 30000)], "sock_io": [(100, "tcp", "send", 1e9, 500)],
-    }, processes=[(100, 1, "python3", "python3 x.py", 1, 1000.0, 1010.0)])
-    w.close(end_time=1010.0, exit_code=0)
+    make_recording(path, meta=meta, t0=1000.0, interval_s=10.0,
+                   cpu=[(100, "network", "network.tcpip", 100, 1.0), (100, "compute", "compute.other", 300, 3.0),
+                        (0, "idle", "idle", 1000, 10.0)],
+                   tables={"net_io": [("lo", "tx", 1e9, 30000)], "sock_io": [(100, "tcp", "send", 1e9, 500)]},
+                   processes=[(100, 1, "python3", "python3 x.py", 1, 1000.0, 1010.0)],
+                   final={"end_time": 1010.0, "exit_code": 0})
 
 
 # ---------------------------------------------------------------- nothing evaluated or unpickled
@@ -258,16 +257,14 @@ def test_python_looking_payloads_come_through_as_text(tmp_path):
     path = tmp_path / "payload.rec"
     meta = {"cpu_count": 2, "mode": "bpf", "category_split": True, "sample_freq_hz": 99, "command": payloads,
             "host": payloads[0], "kernel": payloads[2], "cpu_model": payloads[3], "dpuprof_version": payloads[1]}
-    w = RecordingWriter(path, meta)
     procs = [(100 + i, 1, p[:15], p, 1, 1000.0, 1010.0) for i, p in enumerate(payloads)]
     stacks = [(i + 1, f"{p}_[k];{p} ({p})", "network", "network.tcpip") for i, p in enumerate(payloads)]
-    w.write_interval(0, 1000.0, 1010.0, {
-        "cpu_category": [(100 + i, "network", "network.tcpip", 10, 0.1) for i in range(len(payloads))],
-        "stack_samples": [(100 + i, i + 1, 10) for i in range(len(payloads))],
-        "net_io": [(p, "tx", 100, 1) for p in payloads], "events": [(p, 1) for p in payloads],
-        "lost": [(p, 1) for p in payloads],
-    }, processes=procs, stacks=stacks)
-    w.close(end_time=1010.0, exit_code=0)
+    make_recording(path, meta=meta, t0=1000.0, interval_s=10.0,
+                   cpu=[(100 + i, "network", "network.tcpip", 10, 0.1) for i in range(len(payloads))],
+                   tables={"stack_samples": [(100 + i, i + 1, 10) for i in range(len(payloads))],
+                           "net_io": [(p, "tx", 100, 1) for p in payloads], "events": [(p, 1) for p in payloads],
+                           "lost": [(p, 1) for p in payloads]},
+                   processes=procs, stacks=stacks, final={"end_time": 1010.0, "exit_code": 0})
     rec = load(path)
     assert rec.meta["command"] == payloads and rec.meta["host"] == payloads[0]
     assert list(rec.table("processes")["cmdline"]) == payloads

@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from dpuprof.recording.writer import RecordingWriter
 from dpuprof.project.profiles import data_dir
+from factory import make_recording
 
 
 def run(*args, cwd=None):
@@ -24,7 +24,6 @@ def run(*args, cwd=None):
 def _write(path, mode="bpf", with_cpu=True):
     meta = {"cpu_count": 2, "mode": mode, "category_split": mode == "bpf", "sample_freq_hz": 99,
             "command": ["python3", "synthetic.py"], "dpuprof_version": "test"}
-    w = RecordingWriter(path, meta)
     procs = [(100, 1, "python3", "python3 synthetic.py", 1, 0.0, 10.0),
              (101, 100, "python3", "python3 synthetic.py", 1, 0.0, 10.0)]
     cpu = []
@@ -33,15 +32,13 @@ def _write(path, mode="bpf", with_cpu=True):
                (101, "network", "network.tcpip", 100, 1.0101), (100, "compression", "compression.user", 50, 0.50505),
                (0, "idle", "idle", 1000, 10.101)]
     tables = {
-        "cpu_category": cpu,
         "sock_io": [(100, "tcp", "send", 5e8, 500), (101, "tcp", "send", 5e8, 500),
                     (100, "tcp", "recv", 5e8, 500), (101, "tcp", "recv", 5e8, 500)],
         "net_io": [("lo", "tx", 1e9, 30000), ("lo", "rx", 1e9, 30000)],
         "proc_cpu": [(100, 3.0, 1.5), (101, 0.1, 1.0)],
     }
-    w.write_interval(0, 1000.0, 1010.0, tables, processes=procs)
-    w.close(end_time=1010.0, exit_code=0)
-    return path
+    return make_recording(path, meta=meta, t0=1000.0, interval_s=10.0, cpu=cpu, tables=tables, processes=procs,
+                          final={"end_time": 1010.0, "exit_code": 0})
 
 
 @pytest.fixture(scope="module")

@@ -5,17 +5,16 @@ from __future__ import annotations
 import sqlite3
 
 from dpuprof.recording import load
-from dpuprof.recording.writer import RecordingWriter
+from factory import make_recording
 
 
 def test_cause_round_trip(tmp_path):
-    w = RecordingWriter(tmp_path / "c.rec", {"command": ["x"], "sample_freq_hz": 99, "cpu_count": 2})
-    w.write_interval(0, 100.0, 101.0, {"stack_samples": [(42, 1, 3), (42, 2, 1), (42, 3, 1)]},
-                     stacks=[(1, "inflate (libz.so.1);exc_page_fault_[k]", "kernel_other", "kernel_other.mm",
-                              "compression"),
-                             (2, "main (app)", "compute", "compute.other", ""),
-                             (3, "tcp_sendmsg_[k]", "network", "network.tcpip")])  # a 4-tuple: cause ""
-    w.close()
+    make_recording(tmp_path / "c.rec", meta={"command": ["x"], "sample_freq_hz": 99, "cpu_count": 2},
+                   tables={"stack_samples": [(42, 1, 3), (42, 2, 1), (42, 3, 1)]},
+                   stacks=[(1, "inflate (libz.so.1);exc_page_fault_[k]", "kernel_other", "kernel_other.mm",
+                            "compression"),
+                           (2, "main (app)", "compute", "compute.other", ""),
+                           (3, "tcp_sendmsg_[k]", "network", "network.tcpip")])  # a 4-tuple: cause ""
     st = load(tmp_path / "c.rec").table("stacks").set_index("stack_id")
     assert list(st.columns) == ["folded", "category", "subcategory", "cause"]
     assert st["cause"].to_dict() == {1: "compression", 2: "", 3: ""}

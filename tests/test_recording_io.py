@@ -10,22 +10,16 @@ import pytest
 
 from dpuprof.errors import UserError
 from dpuprof.recording import SCHEMA_VERSION, load
-from dpuprof.recording.writer import RecordingWriter
+from factory import make_recording
 
 
 def _write(path, intervals=3, close=True):
-    w = RecordingWriter(path, {"command": ["x"], "sample_freq_hz": 99, "category_split": True, "cpu_count": 2})
-    for i in range(intervals):
-        w.write_interval(
-            i, 100.0 + i, 101.0 + i,
-            {"cpu_category": [(42, "network", "network.tcpip", 10, 0.1), (0, "idle", "idle", 5, 0.05)],
-             "net_io": [("lo", "tx", 1000, 2)]},
-            processes=[(42, 1, "worker", "worker --x", 1, 100.0, 101.0 + i)],
-            stacks=[(1, "a;b_[k]", "network", "network.tcpip")] if i == 0 else [],
-        )
-    if close:
-        w.close(end_time=104.0, exit_code=0)
-    return path
+    return make_recording(
+        path, intervals=intervals, close=close, final={"end_time": 104.0, "exit_code": 0},
+        cpu=[(42, "network", "network.tcpip", 10, 0.1), (0, "idle", "idle", 5, 0.05)],
+        tables={"net_io": [("lo", "tx", 1000, 2)]},
+        processes=lambda i: [(42, 1, "worker", "worker --x", 1, 100.0, 101.0 + i)],
+        stacks=[(1, "a;b_[k]", "network", "network.tcpip")])
 
 
 def test_round_trip(tmp_path):

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
 from test_report_render import FIXTURE_PARAMS, ROOT, render, report_for  # noqa: E402
 
 import dpuprof  # noqa: E402

@@ -6,12 +6,10 @@ JSON parser reading the file."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
 from test_report_render import FIXTURE_PARAMS, render, report_for, synth  # noqa: E402,F401
 
 from dpuprof.categories import CATEGORIES  # noqa: E402

@@ -8,12 +8,10 @@ import gzip
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
 from test_report_render import FIXTURE_PARAMS, render, report_for, synth  # noqa: E402,F401
 
 from dpuprof.categories import CATEGORIES  # noqa: E402

@@ -11,7 +11,7 @@ import random
 import time
 from pathlib import Path
 
-from dpuprof.recording.writer import RecordingWriter
+from factory import open_recording
 
 # (folded stack root-first, category, subcategory, weight)
 STACKS = [
@@ -53,13 +53,12 @@ def make_recording(path: Path, *, seed: int = 1, intervals: int = 20, interval_s
             "probes_unavailable": {"fentry_timing": "fentry load refused (EPERM)"},
             "category_split": category_split, "root_pid": 1000, "recorder_pid": 999, "user": "synth",
             "gpu": None}
-    w = RecordingWriter(path, meta)
     pids = [(0, 0, "swapper/0", "", 0), (1000, 1, comm, "python3 train.py", 1),
             (1001, 1000, "pt_data_worker", "python3 train.py", 1), (55, 2, "ksoftirqd/0", "", 0)]
     stacks = [(i + 1, folded + (frame_suffix if cat != "idle" else ""), cat, sub)
               for i, (folded, cat, sub, _w) in enumerate(STACKS)]
-    for k in range(intervals):
-        ts, te = t0 + k * interval_s, t0 + (k + 1) * interval_s
+
+    def tables(k):
         cat_rows, ss_rows = {}, []
         for sid, (folded, cat, sub, weight) in enumerate(STACKS, start=1):
             pid = 0 if cat == "idle" else 55 if "ksoftirqd" in folded or "kthread" in folded else \
@@ -71,7 +70,7 @@ def make_recording(path: Path, *, seed: int = 1, intervals: int = 20, interval_s
             ss_rows.append((pid, sid, n))
             key = (pid, cat, sub)
             cat_rows[key] = cat_rows.get(key, 0) + n
-        tables = {
+        return {
             "cpu_category": [(pid, cat, sub, n, n / hz) for (pid, cat, sub), n in cat_rows.items()]
             if category_split else [],
             "stack_samples": ss_rows if category_split else [],
@@ -91,9 +90,12 @@ def make_recording(path: Path, *, seed: int = 1, intervals: int = 20, interval_s
             "host_net": [("eth0", 50_000_000, 40_000_000, 30_000, 25_000)],
             "lost": [("samples_map_full", 1)] if k == 3 else [],
         }
-        w.write_interval(k, ts, te, tables, processes=[(pid, ppid, c, cl, wl, t0, te)
-                                                       for pid, ppid, c, cl, wl in pids],
-                         stacks=stacks if k == 0 and category_split else ())
+
+    def processes(k):
+        return [(pid, ppid, c, cl, wl, t0, t0 + (k + 1) * interval_s) for pid, ppid, c, cl, wl in pids]
+
+    _, w = open_recording(path, meta=meta, intervals=intervals, t0=t0, interval_s=interval_s, tables=tables,
+                          processes=processes, stacks=stacks if category_split else ())
     if complete:
         w.close(end_time=t0 + intervals * interval_s, exit_code=0)
     else:  # like kill -9: no final metadata

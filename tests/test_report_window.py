@@ -4,13 +4,10 @@ as shares, worst first, in every format; the recorder left out of every stack vi
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
 from test_report_render import FIXTURE_PARAMS, cli, render, report_for, synth  # noqa: E402,F401
 
 from dpuprof.categories import CATEGORIES  # noqa: E402

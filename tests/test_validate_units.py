@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import importlib.util
 import subprocess
-import sys
 import time
 
 import pytest
 
 from conftest import PYTHON, REPO
 
-sys.path.insert(0, str(REPO / "benchmarks"))
 from validation import cells, report, runner, stats  # noqa: E402
 
 spec = importlib.util.spec_from_file_location("train_ddp", REPO / "examples" / "train_ddp.py")

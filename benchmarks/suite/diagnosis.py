@@ -1,0 +1,246 @@
+"""Why a target missed, in prose built from the run's own diagnostics (where the samples outside a
+tool's category went, per-probe BPF costs, the recorder's CPU, the recording's bytes per table), and
+what would close it. Each function takes results.json's section and returns Markdown text."""
+
+from __future__ import annotations
+
+import math
+
+from .fmt import num, pct, spread
+from .stats import cpu_estimate
+
+
+def why_accuracy(bad: list[dict]) -> str:
+    """Per tool that missed ±10 %: dpuprof against truth and perf, where its other samples went, and
+    the rule or accounting change that would close it."""
+    parts = []
+    by_tool: dict[str, list] = {}
+    for r in bad:
+        by_tool.setdefault(r["tool"], []).append(r)
+    for tool, rs in by_tool.items():
+        r = rs[0]
+        also = [x for x in rs[1:]]
+        out = r.get("outside") or {}
+        tops = out.get("top", [])
+        desc = "; ".join(f"{t['frame']} → {t['subcategory']} {pct(t['share'])}" for t in tops)
+        text = (f"**{r['tool']}** ({r['kind']}): dpuprof gives {r['category']} {num(r['dp_cat_s'])} s against "
+                f"{num(r['gt_cat_s'])} s of {r['truth']} ({num(r['ratio_cat'], 3)}×"
+                + "".join(f"; {x['kind']}: {num(x['ratio_cat'], 3)}×" for x in also) + "); perf, same rules, gives "
+                f"{r['category']} {pct(r['perf_share_cat'])} of the tool's samples against dpuprof's "
+                f"{pct(r['dp_share_cat'])}, "
+                + ("so the two samplers agree and the gap is in the rules or in the ground truth. "
+                   if abs(r["perf_share_cat"] - r["dp_share_cat"]) <= 0.05 else
+                   "so part of the gap is between the samplers. ")
+                + f"Samples outside {r['category']}: {pct(out.get('outside_share'))}; the largest: {desc}.")
+        leaf_mods = [t["frame"] for t in tops if t["frame"].startswith("no rule; leaf [unknown] (")]
+        if r["dp_share_cat"] < 0.05 and leaf_mods:
+            mod = leaf_mods[0].split("(", 1)[1].rstrip(")")
+            text += (f" The tool's own executable `{mod}` carries the {r['category']} code (statically "
+                     f"linked and stripped), and the rules match {r['category']} by library module name "
+                     f"only. To close: add the executable to the {r['category']} module list in "
+                     f"dpuprof/data/rules.toml (for example `\"{mod}\"`), or symbolise stripped static "
+                     f"binaries through their .gnu_debuglink debug files where installed.")
+        if out.get("under_own_share", 0) > 0.005:
+            under = out.get("under_top") or []
+            kinds = sorted({t["subcategory"] for t in under})
+            text += (f" {pct(out['under_own_share'])} of the tool's samples sat under a {r['category']} "
+                     f"frame, but a rule on a frame nearer the leaf decided them (the leaf-most-rule "
+                     f"principle)" + (": " + ", ".join(f"{t['frame']} → {t['subcategory']} {pct(t['share'])}"
+                                                       for t in under) if under else "")
+                     + f". To close: context rules in dpuprof/data/rules.toml, so that "
+                     f"{' and '.join(k.split('.', 1)[-1] for k in kinds) or 'such'} frames under a "
+                     f"{r['category']} frame count as {r['category']}"
+                     + (" (Cai et al. count memory management and scheduling under the stack as network "
+                        "overhead)" if r["category"] == "network" else "") + ".")
+        if r.get("ratio_total") is not None and abs(r["ratio_total"] - 1) > 0.03:
+            text += (f" Part of the gap is the total: dpuprof charged the tool {num(r['ratio_total'], 3)}× the CPU "
+                     f"the kernel accounted to it (wait4), and the category inherits that error.")
+        sys_parts = [t for t in tops if t["frame"].startswith("no rule; in __x64_sys_")]
+        if sys_parts:
+            calls = ", ".join(f"{t['frame'].split('in ', 1)[1]} ({pct(t['share'])})" for t in sys_parts)
+            text += (f" Kernel time in system calls that are not {r['category']} work by any rule: {calls} "
+                     f"(an event loop's select/poll); the ground truth counts all of {r['truth']} as "
+                     f"{r['category']}, so it over-states here, and that part is not a measurement error.")
+        parts.append(text)
+    return " ".join(parts)
+
+
+def why_pp(bad: list[dict]) -> str:
+    """Per tool beyond 5 pp of perf: the sampling error of perf's count, and why the two weigh differently."""
+    parts = []
+    for r in bad:
+        n = r.get("perf_samples") or 1
+        p = r["perf_share"][r["pp_vs_perf_category"]]
+        sigma = 100 * math.sqrt(max(p * (1 - p), 1e-9) / n)
+        parts.append(f"**{r['tool']}** ({r['kind']}): {r['pp_vs_perf_category']} differs by "
+                     f"{num(r['pp_vs_perf'], 1)} pp; perf had {int(n)} samples of the tool, so its own sampling "
+                     f"error is ±{num(sigma, 1)} pp (1 σ), and dpuprof's, sampling at the same rate, is "
+                     f"similar, so a difference of twice that is noise. Beyond noise, dpuprof scales each "
+                     f"process's sampled mix to its exact CPU time (sched_switch and /proc), while perf's "
+                     f"weights are sample counts, which the timer under-counts where it is held off "
+                     f"(interrupts disabled, VM exits); a tool of several processes then mixes differently. "
+                     f"To close: longer runs or a higher frequency (-F 499) shrink the noise.")
+    return " ".join(parts)
+
+
+PROBE_FIX = {
+    "softirq": "an entry/exit pair of programs per softirq: sample softirq time from the cpu_sample "
+               "stacks instead (they already show net_rx_action and friends), or time only NET_RX/NET_TX/BLOCK",
+    "net_dev": "a hash update per packet: a per-CPU array indexed by ifindex instead of a hash keyed by "
+               "the device name, or opt-in",
+    "sock_io": "a hash update per send/recv call: a per-CPU array or an LRU hash keyed by tgid, updated "
+               "without the atomic adds, or opt-in",
+    "block_io": "two hash operations per IO (issue and complete): count IOs per CPU and time only a "
+                "sample of them",
+    "cpu_sample,proc_tree": "the sched_switch program (exact per-process run time) fires on every "
+                            "context switch: read per-process CPU from /proc at each drain instead and keep "
+                            "sched_switch only for processes that exit within an interval",
+}
+
+
+
+def why_overhead(res: dict, wl: str, target: float) -> str:
+    """Why a slowdown target on ``wl`` is missed or unresolved: the rounds' spread, the CPU cost, the
+    probes' costs and what would cut them."""
+    ov = res["overhead"]
+    d = ov[wl]["conditions"]
+    dp = d["dpuprof"]
+    width = 100 * (dp["ratio_max"] - dp["ratio_min"])
+    text = (f"Throughput: per-round slowdowns ran from {spread(dp)} (a spread of {num(width, 1)} pp) over "
+            f"{ov[wl]['rounds']} rounds, on a machine with load average {res['machine']['load_before'][0]} at the "
+            f"start")
+    if "perf" in d:
+        text += f"; perf record's median was {num(d['perf']['slowdown_pct'], 1, ' %')} with a similar spread"
+    text += ", so the median does not resolve a difference the size of the target here. "
+    if dp.get("cpu_cost_pct") is not None:
+        text += (f"CPU per unit of work (workload and recorder together) changed by "
+                 f"{num(dp['cpu_cost_pct'], 1, ' %', sign=True)}"
+                 + (f" (perf record: {num(d['perf']['cpu_cost_pct'], 1, ' %', sign=True)})"
+                    if d.get("perf", {}).get("cpu_cost_pct") is not None else "") + ". ")
+    est = cpu_estimate(res, wl)
+    if est:
+        text += _cpu_cost_text(res, wl, est, target)
+    text += _probe_costs_text(ov)
+    rec = est["recorder_core_pct"] if est else dp.get("recorder_cpu_pct")
+    text += (f"the recorder's own {num(rec, 1, ' %')} of a core goes to draining, symbolising and writing "
+             f"every second: a longer interval (2–5 s) divides it.")
+    return text
+
+
+def _cpu_cost_text(res: dict, wl: str, est: dict, target: float) -> str:
+    """The CPU cost (cpu_estimate's ``est``) in words, and whether it holds the target."""
+    text = (f"What dpuprof costs in CPU, measured without that noise (kernel.bpf_stats_enabled and "
+            f"the recorder's own /proc CPU{', over the long run' if wl == 'ddp' else ''}): its BPF programs ran "
+            f"{est['runs_per_s']:,.0f} times a second at {num(est['ns_per_run'], 0)} ns each, "
+            f"{num(est['bpf_core_pct'], 2, ' %')} of one core, and the recorder used "
+            f"{num(est['recorder_core_pct'], 2, ' %')} of one core: {num(est['machine_pct'], 2, ' %')} of the "
+            f"machine's CPU, the slowdown to expect for a workload that keeps every core busy. ")
+    if est["machine_pct"] <= target:
+        text += "By that measure the target holds, and the throughput median is noise. "
+    else:
+        text += "By that measure the cost is above the target. "
+    text += (f"The BPF time is host-wide (the programs run for every process's events, other work on a "
+             f"shared machine included), and the recorder's {num(est['recorder_core_pct'], 1, ' %')} of one "
+             f"core is a fixed cost per host: {num(est['recorder_core_pct'] / (res['machine']['cpus'] or 1), 2, ' %')} "
+             f"of this {res['machine']['cpus']}-core machine, {num(est['recorder_core_pct'] / 32, 2, ' %')} of a "
+             f"32-core training host. ")
+    return text
+
+
+def _probe_costs_text(ov: dict) -> str:
+    """Each probe's BPF time over cpu_sample+proc_tree, largest first, and what would cut the two
+    largest; empty without per-probe rows."""
+    text = ""
+    rows = (ov.get("bpf_cost") or {})
+    parts, bases = [], []
+    for w, conds in rows.items():
+        for cond, row in conds.items():
+            if not (cond.startswith("probes:") and row.get("bpf")):
+                continue
+            probe = cond.split(":", 1)[1]
+            if "incremental_core_pct" in row:
+                parts.append((row["incremental_core_pct"], probe.rsplit(",", 1)[1], w))
+            else:
+                bases.append((row["bpf"]["core_pct"], w))
+    if parts:
+        parts.sort(key=lambda x: -x[0])
+        text += ("BPF time per probe, on the workload whose events it handles, over the always-loaded "
+                 "cpu_sample+proc_tree (" + ", ".join(f"{num(c, 2, ' %')} of a core on {w}" for c, w in bases) + "): "
+                 + ", ".join(f"{p} +{num(c, 2, ' %')} ({w})" for c, p, w in parts) + ". What would close it: ")
+        fixes = [f"{p}: {PROBE_FIX[p]}" for c, p, _ in parts[:2] if p in PROBE_FIX and c > 0.2]
+        if bases and max(c for c, _ in bases) > 0.5:
+            fixes.append(f"cpu_sample+proc_tree: {PROBE_FIX['cpu_sample,proc_tree']}")
+        text += "; ".join(fixes) + ("; " if fixes else "")
+    return text
+
+
+def why_startup(st: dict) -> str:
+    """Where the start-up went (interpreter, bcc import, probe compile) and what would cut it."""
+    p = st.get("parts") or {}
+    text = (f"Of the {num(st['dpuprof']['median_s'], 2, ' s')}, compiling and loading the probes took "
+            f"{num(p.get('compile_load_s'), 2, ' s')} (bcc runs clang on the C source at every start), "
+            f"importing bcc {num(p.get('import_bcc_s'), 2, ' s')} and the interpreter's start "
+            f"{num(p.get('python_start_s'), 2, ' s')}; the rest is the recorder's own set-up (metadata, the "
+            f"recording file, attaching the sampler on every CPU). ")
+    return text + ("To close: ship the probes precompiled (libbpf CO-RE objects built once, as BTF is "
+                   "present) or cache bcc's compiled object per kernel, which removes the compile; the "
+                   "machine's load also stretches a CPU-bound compile.")
+
+
+TABLE_FIX = {
+    "cpu_category": "one row per process, subcategory and 1-s interval, with the category names as text: "
+                    "store category ids as integers and fold rows of idle or unchanged processes",
+    "stack_samples": "one row per process, stack and 1-s interval: keep per-interval rows for the first "
+                     "minutes and coarser buckets (10 s) after, or one total per stack plus a category "
+                     "time series",
+    "stacks": "distinct stacks (frame-id lists as text): store them as packed integer blobs",
+    "frames": "distinct frame names",
+    "sqlite_autoindex_stacks_1": "a UNIQUE index that copies every folded stack a second time: drop it, "
+                                 "the recorder deduplicates stacks in memory",
+}
+
+
+def why_size(lg: dict) -> str:
+    """The recording's bytes by table and rows per interval, and what would shrink the largest tables."""
+    comp = lg.get("rec_composition") or []
+    total = sum(b for _, b in comp) or 1
+    minutes = lg["duration_s"] / 60
+    text = (f"Over {num(minutes, 1)} min the recording grew to {lg['rec_bytes']:,} bytes with "
+            f"{lg.get('stacks')} distinct stacks; by table: "
+            + ", ".join(f"{name} {pct(b / total, 0)}" for name, b in comp[:4]) + ". ")
+    rows = lg.get("rows") or {}
+    if rows.get("intervals"):
+        other = 1 - rows["cpu_category_rows_workload"] / max(1, rows["cpu_category_rows"])
+        text += (f"Per 1-s interval: {rows['cpu_category_rows'] / rows['intervals']:.0f} cpu_category rows "
+                 f"({pct(other, 0)} of them for the {rows['processes_seen'] - rows['workload_processes']} "
+                 f"processes outside the workload that ran on the host) and "
+                 f"{rows['stack_samples_rows'] / rows['intervals']:.0f} stack_samples rows. ")
+    fixes = [f"{name}: {TABLE_FIX[name]}" for name, b in comp[:3] if name in TABLE_FIX and b / total > 0.1]
+    if fixes:
+        text += "What would close it: " + "; ".join(fixes) + ". "
+    return text + ("Both files grow with time, so the ratio is per minute of the same run; perf.data "
+                   "holds every sample, the recording per-second aggregates, whose rows grow with the "
+                   "number of processes and stacks alive in each second.")
+
+
+def why_rss(lg: dict) -> str:
+    """Where the recorder's RSS lives (compile, LLVM pages, heap) and what would cut it."""
+    from_compile = lg["rss_peak_hwm_mb"] - lg["rss_steady_max_mb"]
+    text = (f"Peak VmHWM {num(lg['rss_peak_hwm_mb'], 0, ' MB')}; the highest RSS while the command ran "
+            f"{num(lg['rss_steady_max_mb'], 0, ' MB')}, growing {num(lg['rss_slope_mb_per_min'], 2, ' MB/min')}. ")
+    if from_compile > 10:
+        text += (f"The {num(from_compile, 0, ' MB')} above that is the probes' compile at start-up (clang/LLVM "
+                 f"inside the recorder). ")
+    smaps = dict(lg.get("smaps_top") or [])
+    llvm = sum(mb for name, mb in smaps.items() if "LLVM" in name or "clang" in name)
+    if llvm:
+        text += (f"While recording, {num(llvm, 0, ' MB')} of the RSS is the code of libLLVM and libclang-cpp "
+                 f"touched by that compile (file-backed pages, {num(lg.get('rss_file_mb_last'), 0, ' MB')} of "
+                 f"file-backed RSS in all), which stays mapped because libbcc links them; the heap is "
+                 f"{num(smaps.get('[heap]'), 0, ' MB')}. ")
+    return text + ("What would close it: compile the probes in a short-lived child process (or ship "
+                   "precompiled CO-RE objects loaded with libbpf), so the recorder never maps LLVM; and bound "
+                   "the per-process symbol caches, which are what grows during a run.")
+
+
+# ---------------------------------------------------------------------------------------- markdown
