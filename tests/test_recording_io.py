@@ -10,6 +10,7 @@ import pytest
 
 from dpuprof.errors import UserError
 from dpuprof.recording import SCHEMA_VERSION, load
+from dpuprof.recording.writer import RecordingWriter
 from factory import make_recording
 
 
