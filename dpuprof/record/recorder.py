@@ -46,6 +46,7 @@ class Options:
     rules: Path | None = None  # --rules FILE: tried before the built-in rules.toml
     python_frames: bool = True  # CPython >= 3.12's perf trampoline on (record/perfmap.py)
     codec_uprobes: bool = False  # uprobes on cipher/codec calls too (record/uprobes.py CODEC_PREFIXES)
+    job_id: str | None = None  # --job-id: meta job.job_id (record/metadata.py job_identity)
 
 
 class DiskFull(UserError):
@@ -165,7 +166,7 @@ class Recorder:
         self.threads = ThreadRecorder(SchedWaitMaps(self.bpf) if "sched_wait" in self.used else None,
                                       started=None if self.work.target.command else time.time())
         owner = (self.user.uid, self.user.gid) if self.user else None
-        meta = host_metadata() | {
+        meta = host_metadata(opts.job_id) | {
             "command": list(opts.command), "cwd": os.getcwd(),
             "mode": "psutil" if opts.psutil_only else "bpf", "category_split": not opts.psutil_only,
             "sample_freq_hz": 0 if opts.psutil_only else opts.freq_hz, "interval_s": opts.interval_s,
