@@ -486,7 +486,9 @@ def test_two_nodes_of_one_job_merge_automatically(tmp_path):
     assert build_report([a, b]).kind == "merge"
     c = make_recording(tmp_path / "later.rec", host="node1", t0=t0 + 3600)
     assert build_report([a, c]).kind == "compare"
-    assert build_report([a, b, c]).kind == "merge"
+    with pytest.raises(UserError, match="not at the same time"):  # three, not one job: refused
+        build_report([a, b, c])
+    assert build_report([a, b, c], mode="merge").kind == "merge"
     with pytest.raises(UserError):
         build_report([a, b, c], mode="compare")
 

@@ -62,7 +62,7 @@ def report(recordings, output, fmt, mode, projection, time_range, quiet):
 
     from dpuprof.cli.common import resolve_recording
     from dpuprof.errors import UserError
-    from dpuprof.render.build import build_report
+    from dpuprof.render.build import build_report, check_count
     from dpuprof.render.output import check_target, emit
     from dpuprof.render.progress import Progress
 
@@ -77,6 +77,7 @@ def report(recordings, output, fmt, mode, projection, time_range, quiet):
     if name in registry.NEEDS_FILE and output in (None, "-"):
         raise UserError(f"--format {name} needs an output file: -o FILE.{name}")
     paths = [Path(p) for p in recordings] or [resolve_recording(None)]
+    check_count(len(paths), mode)  # --compare takes two, --merge two or more: before any work
     if output not in (None, "-"):
         check_target(Path(output), inputs=paths)  # fail before the work, not after
     progress = Progress(enabled=False if quiet else None)

@@ -53,6 +53,9 @@ class RunView:
     #: the (windowed) Recording this view was built from, for exports that need its raw tables
     #: (perfetto: real pids, threads, wall-clock times); None for a merged cluster total
     recording: object = None
+    #: the job view's per-node rows, spread, stragglers and projections (render/job.py JobView);
+    #: None except for a merged job total
+    job: object = None
 
     # Derived figures, all from ``cats`` (host-wide) so merged views stay consistent.
     @property
@@ -119,7 +122,7 @@ class Report:
         if self.kind == "compare":
             return f"{self.runs[0].name} vs {self.runs[1].name}"
         if self.kind == "merge":
-            return f"cluster of {len(self.runs)} nodes"
+            return f"job of {len(self.runs)} nodes"
         return self.runs[0].name
 
 
