@@ -260,12 +260,27 @@ def body_compare(report: Report, progress) -> str:
     return "".join(parts)
 
 
+def _job(jv) -> str:
+    """The job view's identity, spread, stragglers and projections (render/job.py)."""
+    from dpuprof.render import job as J
+
+    if jv is None:
+        return ""
+    lines = J.straggler_lines(jv)
+    return "".join([f"<p>Job: {e(jv.identity)}</p>", "<h2>Spread between nodes</h2>",
+                    table(J.SPREAD_HEADER, J.spread_rows(jv), num_cols=(1, 2, 3)), "<h2>Stragglers</h2><ul>",
+                    "".join(f"<li>{e(ln)}</li>" for ln in lines), "</ul>",
+                    "<h2>Projection per node and for the job</h2>",
+                    table(J.PROJECTION_HEADER, J.projection_rows(jv),
+                          classes=[""] * len(jv.projections) + ["sig"])])
+
+
 def body_merge(report: Report, progress) -> str:
     t = report.total
-    parts = [f"<h1>dpuprof cluster report: {len(report.runs)} nodes</h1>", meta_line(t), notes(t.warnings),
+    parts = [f"<h1>dpuprof job report: {len(report.runs)} nodes</h1>", meta_line(t), notes(t.warnings),
              kpis(t), "<h2>Per node and total</h2>",
              table(T.NODE_HEADER, T.node_rows(report.runs, t), num_cols=range(2, len(T.NODE_HEADER)),
-                   classes=[""] * len(report.runs) + ["sig"]),
+                   classes=[""] * len(report.runs) + ["sig"]), _job(t.job),
              "<h2>Measured, not claimed (cluster total)</h2>", vendor_table(t), _charts(report, progress)]
     if t.category_split:
         if progress:
