@@ -42,42 +42,54 @@ def choose_mode(recs, names: list[str], mode: str | None) -> tuple[str, str | No
     raise UserError(f"not one job, so no job view: {why}; --merge merges them anyway")
 
 
+def view_of(item):
+    """The RunView of one recording (``item`` = (path, display name, --projection, --time)),
+    holding the loaded (windowed) Recording as ``recording``. Top-level, so a worker process can
+    run it (:mod:`dpuprof.render.parallel`)."""
+    from dpuprof.recording import load
+    from dpuprof.render import projection_file as proj_mod
+    from dpuprof.render.timewindow import windowed
+    from dpuprof.render.view import build_view
+
+    path, name, projection, time_range = item
+    rec = windowed(load(path), time_range)
+    proj, warns = proj_mod.load(rec.path, projection)
+    if time_range and proj is not None:
+        # a projection's per-category totals cover the whole recording: set beside a window's
+        # measured CPU they would compare different spans, so a windowed report leaves it out
+        proj, warns = None, ["--time: the projection is left out (its CPU totals cover the whole "
+                             "recording); see 'dpuprof project --time' for a window's speedup"]
+    view = build_view(rec, proj, warns, name=name)
+    view.recording = rec
+    return view
+
+
 def build_report(paths: list[Path], *, mode: str | None = None, projection: str | None = None,
-                 progress=None, time_range: str | None = None):
+                 progress=None, time_range: str | None = None, workers: int | None = None):
     """Load ``paths`` and return the Report for ``mode`` ("compare", "merge" or None = automatic).
 
     ``time_range``: ``--time START:END|steady`` (each recording cut to its own window, see
-    :mod:`dpuprof.render.timewindow`); None for the whole recordings.
+    :mod:`dpuprof.render.timewindow`); None for the whole recordings. ``workers``: processes that
+    load the recordings (None: one per CPU, 1: this process; :mod:`dpuprof.render.parallel`).
     """
-    from dpuprof.recording import load
-    from dpuprof.render import projection_file as proj_mod
     from dpuprof.render.compare import compare_views
     from dpuprof.render.merge import merge_views
-    from dpuprof.render.view import Report, build_view, display_names
-    from dpuprof.render.timewindow import windowed
+    from dpuprof.render.parallel import run_all
+    from dpuprof.render.view import Report, display_names
 
     check_count(len(paths), mode)  # before any recording is read
     if projection and len(paths) != 1:
         raise UserError("--projection applies to a single recording; for several, each is read "
                         "from its own RUN.proj.json (see dpuprof report --help)")
-    recs = []
-    for i, p in enumerate(paths):
-        if progress:
-            progress.step(f"loading {p.name} ({i + 1}/{len(paths)})")
-        recs.append(windowed(load(p), time_range))
     names = display_names([Path(p) for p in paths])
-    kind, why_not_one_job = choose_mode(recs, names, mode)
-    views = []
-    for rec, name in zip(recs, names):
-        proj, warns = proj_mod.load(rec.path, projection)
-        if time_range and proj is not None:
-            # a projection's per-category totals cover the whole recording: set beside a window's
-            # measured CPU they would compare different spans, so a windowed report leaves it out
-            proj, warns = None, ["--time: the projection is left out (its CPU totals cover the whole "
-                                 "recording); see 'dpuprof project --time' for a window's speedup"]
-        view = build_view(rec, proj, warns, name=name)
-        view.recording = rec
-        views.append(view)
+
+    def done(i, n):
+        if progress:
+            progress.step(f"loaded {i}/{n} recordings")
+
+    views = run_all(view_of, [(Path(p), n, projection, time_range) for p, n in zip(paths, names)],
+                    workers, on_done=done)
+    kind, why_not_one_job = choose_mode([v.recording for v in views], names, mode)
     if kind == "single":
         return Report("single", views)
     if kind == "compare":

@@ -16,6 +16,7 @@ node's start to the last node's end, and its time series put each node's interva
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from dpuprof.categories import CATEGORIES, IDLE
@@ -28,19 +29,8 @@ from dpuprof.render.view import RECORDER_LABEL, RunView, recorder_pid
 PID_STRIDE = 1 << 23
 #: Above any node's interval or stack count.
 ID_STRIDE = 1 << 32
-_PID_COLUMNS = ("pid", "ppid", "tid", "waker_pid", "waker_tid")
-_ID_COLUMNS = ("interval", "stack_id")
-
-
-def _offset(df: pd.DataFrame, i: int) -> pd.DataFrame:
-    df = df.assign(node=i)
-    for col in _PID_COLUMNS:
-        if col in df.columns:
-            df[col] = df[col] + i * PID_STRIDE
-    for col in _ID_COLUMNS:
-        if col in df.columns:
-            df[col] = df[col] + i * ID_STRIDE
-    return df
+_STRIDES = {"pid": PID_STRIDE, "ppid": PID_STRIDE, "tid": PID_STRIDE, "waker_pid": PID_STRIDE,
+            "waker_tid": PID_STRIDE, "interval": ID_STRIDE, "stack_id": ID_STRIDE}
 
 
 def _job_meta(recs: list[Recording]) -> dict:
@@ -76,14 +66,29 @@ def _job_meta(recs: list[Recording]) -> dict:
     }
 
 
-def combine(recs: list[Recording], label: str = "job") -> Recording:
-    """One Recording holding every table of ``recs`` concatenated, each row tagged with ``node``
-    (its recording's index in ``recs``) and its ids offset per node (module docstring)."""
+#: The tables the job summary, its losses and its per-node rows read. The job's stacks, time
+#: series and thread tables are not summarised again: they are drawn from each node's view.
+JOB_TABLES = ("intervals", "processes", "cpu_category", "proc_cpu", "host_cpu", "host_disk", "host_net",
+              "block_io", "net_io", "events", "softirq", "lost", "markers")
+
+
+def combine(recs: list[Recording], label: str = "job", tables=JOB_TABLES) -> Recording:
+    """One Recording holding ``tables`` of ``recs`` concatenated (the other tables empty), each
+    row tagged with ``node`` (its recording's index in ``recs``) and its ids offset per node
+    (module docstring). ``tables=TABLES`` combines everything."""
     frames = {}
     for table in TABLES:
-        parts = [_offset(r.table(table), i) for i, r in enumerate(recs) if not r.table(table).empty]
-        frames[table] = (pd.concat(parts, ignore_index=True) if parts
-                         else recs[0].table(table).assign(node=pd.Series(dtype=int)))
+        parts = [(i, r.table(table)) for i, r in enumerate(recs) if table in tables and not r.table(table).empty]
+        if not parts:
+            frames[table] = recs[0].table(table).iloc[0:0].assign(node=pd.Series(dtype="int64"))
+            continue
+        df = pd.concat([p for _, p in parts], ignore_index=True)
+        node = np.repeat([i for i, _ in parts], [len(p) for _, p in parts])
+        df["node"] = node
+        for col, stride in _STRIDES.items():
+            if col in df.columns:
+                df[col] = df[col] + node * stride
+        frames[table] = df
     from pathlib import Path
 
     return Recording(Path(label), _job_meta(recs), frames)
@@ -142,6 +147,13 @@ def _on_job_grid(frames: list[pd.DataFrame], shifts: list[float], grid: float) -
     return pd.concat(parts).groupby(level=0).sum().sort_index()
 
 
+def _hosts(hosts: list) -> list | str:
+    """The hosts for a header line: all of them, or for many the first two and the last."""
+    if len(hosts) <= 8:
+        return hosts
+    return f"{hosts[0]}, {hosts[1]}, ..., {hosts[-1]} ({len(hosts)} hosts)"
+
+
 def _node_starts(views: list[RunView]) -> list[float]:
     """Each node's time origin, as the view's t_s counts it (view._intervals)."""
     out = []
@@ -177,7 +189,7 @@ def merge_views(views: list[RunView], why_not_one_job: str | None = None) -> Run
     total = RunView(
         name=f"job ({len(views)} nodes)",
         path=", ".join(v.path for v in views),
-        meta={"host": [v.meta.get("host") for v in views], "command": job.meta.get("command"),
+        meta={"host": _hosts([v.meta.get("host") for v in views]), "command": job.meta.get("command"),
               "cpu_count": job.meta["cpu_count"], "mode": job.meta.get("mode"),
               "sample_freq_hz": job.meta.get("sample_freq_hz"), "start_time": job.meta.get("start_time"),
               "complete": job.complete, "exit_code": job.meta.get("exit_code"),

@@ -3,7 +3,7 @@ and the ``Report`` that holds them.
 
 A RunView is a handful of small DataFrames derived once from a Recording -- CPU by category, the
 same over time, throughput over time, and the classified stacks -- so renderers never read raw
-tables and a merged cluster view is just the sum of its nodes' views.
+tables; a job of several nodes adds a merged view, built from the nodes' tables by ``merge``.
 """
 
 from __future__ import annotations

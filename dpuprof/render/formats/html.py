@@ -281,14 +281,14 @@ def body_merge(report: Report, progress) -> str:
              kpis(t), "<h2>Per node and total</h2>",
              table(T.NODE_HEADER, T.node_rows(report.runs, t), num_cols=range(2, len(T.NODE_HEADER)),
                    classes=[""] * len(report.runs) + ["sig"]), _job(t.job),
-             "<h2>Measured, not claimed (cluster total)</h2>", vendor_table(t), _charts(report, progress)]
+             "<h2>Measured, not claimed (job total)</h2>", vendor_table(t), _charts(report, progress)]
     if t.category_split:
         if progress:
             progress.step("flame graph")
         parts += ["<h2>Where the infrastructure tax goes</h2>",
                   "<p>The bottom rows are the node, then the process.</p>",
                   _flame(t, "Infrastructure tax — all nodes", "flame-tax")]
-    parts += ["<h2>Breakdown (cluster total)</h2>", breakdown(t), method(report.runs)]
+    parts += ["<h2>Breakdown (job total)</h2>", breakdown(t), method(report.runs)]
     return "".join(parts)
 
 
