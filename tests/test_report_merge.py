@@ -219,3 +219,40 @@ def test_projection_per_node_and_for_the_job(src, tmp_path):
     for cat, row in total.projection["by_category"].items():
         assert row["freed_s"] == pytest.approx(pa["by_category"][cat]["freed_s"] + pb["by_category"][cat]["freed_s"],
                                                abs=1e-5)
+
+
+def test_nodes_started_apart_share_the_job_clock(src, tmp_path):
+    a = node(src, tmp_path / "a.rec", "h1")
+    b = node(src, tmp_path / "b.rec", "h2", shift_s=10)
+    one = build_report([a]).main
+    total = build_report([a, b]).total
+    assert total.duration_s == pytest.approx(one.duration_s + 10, abs=1e-3)
+    assert total.timeline.index.max() >= 10 + one.timeline.index.max() - 1
+    assert total.timeline.to_numpy().sum() == pytest.approx(2 * one.timeline.to_numpy().sum(), rel=1e-9)
+    assert (total.cats == 2 * one.cats).all().all()
+
+
+# ----------------------------------------------------------------------------- the straggler rule
+
+def _nodes(shares, rates):
+    import pandas as pd
+
+    return pd.DataFrame({"node": [f"n{i}" for i in range(len(shares))], "host": "h",
+                         "infra_share_pct": shares, "step_rate_hz": rates})
+
+
+def test_straggler_rule():
+    from dpuprof.render.job import stragglers
+
+    # noise within the floors names nobody
+    assert stragglers(_nodes([15.0, 16.0, 14.5, 17.0], [4.5, 4.4, 4.6, 4.5])) == []
+    # one node's share far above a tight group, another's step rate 20 % below
+    found = stragglers(_nodes([15.0, 15.5, 14.8, 15.2, 31.0], [4.5, 4.5, 3.6, 4.5, 4.5]))
+    assert [(s["node"], s["metric"]) for s in found] == [("n4", "infra_share_pct"), ("n2", "step_rate_hz")]
+    assert found[0]["median"] == 15.2 and found[0]["limit"] == pytest.approx(5.0)
+    # a wide spread raises the limit above the floor: 3 x 1.4826 x MAD
+    wide = _nodes([10.0, 20.0, 30.0, 40.0, 50.0], [4.5] * 5)
+    assert stragglers(wide) == []
+    # two nodes: only the floor, so they must differ by more than twice it
+    assert stragglers(_nodes([15.0, 24.0], [4.5, 4.5])) == []
+    assert [s["node"] for s in stragglers(_nodes([15.0, 26.0], [4.5, 4.5]))] == ["n1"]

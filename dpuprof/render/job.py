@@ -164,7 +164,8 @@ def build_job(job, views, total, why_not_one_job: str | None) -> JobView:
         shown = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
         warnings.append(f"no projection for {shown}: the job projection needs one per node "
                         "(dpuprof project NODE.rec)")
-    return JobView(identity="merged on request (--merge)" if why_not_one_job else describe(ids), merged_on_request=why_not_one_job, nodes=nodes,
+    how = "merged on request (--merge)" if why_not_one_job else describe(ids)
+    return JobView(identity=how, merged_on_request=why_not_one_job, nodes=nodes,
                    spread=spread(nodes), stragglers=stragglers(nodes), projections=projections,
                    job_projection=job_speedup(views, projections) if not missing else None,
                    warnings=warnings)

@@ -16,14 +16,16 @@ node's start to the last node's end, and its time series put each node's interva
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
-from dpuprof.categories import CATEGORIES, IDLE
+from dpuprof.categories import IDLE
 from dpuprof.errors import UserError
 from dpuprof.recording.reader import Recording
 from dpuprof.recording.schema import TABLES
-from dpuprof.render.view import RECORDER_LABEL, RunView, recorder_pid
+from dpuprof.render.view import RECORDER_LABEL, RunView, _cat_totals, recorder_pid
 
 #: Above Linux's largest pid (PID_MAX_LIMIT, 2**22 on 64-bit), so offset pids never collide.
 PID_STRIDE = 1 << 23
@@ -89,21 +91,12 @@ def combine(recs: list[Recording], label: str = "job", tables=JOB_TABLES) -> Rec
             if col in df.columns:
                 df[col] = df[col] + node * stride
         frames[table] = df
-    from pathlib import Path
-
     return Recording(Path(label), _job_meta(recs), frames)
 
 
 def split_pid(pid) -> tuple[int, int]:
     """(node index, the node's own pid) of an offset pid."""
     return int(pid) // PID_STRIDE, int(pid) % PID_STRIDE
-
-
-def _cat_totals(df: pd.DataFrame) -> pd.DataFrame:
-    index = list(CATEGORIES) + [IDLE]
-    g = df.groupby("category")[["cpu_s", "samples"]].sum() if not df.empty else pd.DataFrame()
-    return g.reindex(index, fill_value=0.0).astype(float) if not g.empty else \
-        pd.DataFrame(0.0, index=index, columns=["cpu_s", "samples"])
 
 
 def job_summary(job: Recording, views: list[RunView]) -> dict:
