@@ -25,6 +25,11 @@ programs (per-probe costs in benchmarks/RESULTS.md, section 2).
 
 EPILOG = OVERHEAD + """
 \b
+Job identity: the recording stores --job-id, else $SLURM_JOB_ID, else $TORCHELASTIC_RUN_ID (as
+seen by dpuprof itself: torchrun sets it only for its workers, so give --job-id when dpuprof wraps
+torchrun), with the ranks ($SLURM_PROCID, $SLURM_NODEID, $RANK, $NODE_RANK) and the host.
+
+\b
 Output names (-o): %h hostname, %p dpuprof's pid, %n the first free counter (1, 2, ...),
 %q{VAR} environment variable VAR (an error when unset), %% a literal %.
 
@@ -38,8 +43,9 @@ Examples:
   sudo dpuprof record -a -- python train.py              # host-wide, train.py as the workload
   sudo dpuprof record --cgroup /system.slice/job.scope -d 30
   srun dpuprof record -o run-%h-%q{SLURM_PROCID}.rec -- python train.py
-  dpuprof record -o run-%h.rec -- torchrun --nnodes 2 --nproc-per-node 4 --rdzv-backend c10d \\
-      --rdzv-endpoint node0:29500 train.py               # on each node: one recording per node
+  dpuprof record -o run-%h.rec --job-id run42 -- torchrun --nnodes 2 --nproc-per-node 4 \\
+      --rdzv-backend c10d --rdzv-endpoint node0:29500 --rdzv-id run42 train.py   # on each node
+  dpuprof report run-*.rec -o job.html                  # the job view: per node, spread, stragglers
   dpuprof record --probes psutil -- python train.py     # no root: CPU splits only
   dpuprof report --format json                          # summary of the newest recording
 """
@@ -75,6 +81,9 @@ Examples:
               help="Classification rules (the format of dpuprof/data/rules.toml, docs/taxonomy.md) "
                    "tried before the built-in ones, so they extend or override them. The recording "
                    "stores the sha256 of the rules used.")
+@click.option("--job-id", "job_id", metavar="ID",
+              help="Name the job this recording belongs to (default: $SLURM_JOB_ID, else "
+                   "$TORCHELASTIC_RUN_ID): dpuprof report merges the nodes of one job only.")
 @click.option("-q", "--quiet", is_flag=True, help="No live status line.")
 @click.option("--as-root", is_flag=True, help="Under sudo, run the command as root instead of the invoking user.")
 @click.option("--term-after", "term_after_s", default=TERM_AFTER_S, show_default=True, type=click.FloatRange(0, 3600),
@@ -90,7 +99,7 @@ Examples:
               help="Do not set PYTHONPERFSUPPORT=1 for COMMAND (CPython >= 3.12's perf trampoline, which "
                    "gives .py frames; the interpreter then writes /tmp/perf-PID.map, left in place).")
 @click.argument("command", nargs=-1, required=False, type=click.UNPROCESSED)
-def record(output, pids, system_wide, cgroup, duration_s, freq_hz, interval_s, probes, rules, quiet, as_root,
+def record(output, pids, system_wide, cgroup, duration_s, freq_hz, interval_s, probes, rules, job_id, quiet, as_root,
            term_after_s, kill_after_s, codec_uprobes, no_python_frames, command):
     """Run COMMAND (or attach with -p, --cgroup, -a) and record host CPU by category (network,
     storage, crypto, compression, compute, kernel_other), bytes moved and IO counts.
@@ -137,7 +146,7 @@ def record(output, pids, system_wide, cgroup, duration_s, freq_hz, interval_s, p
                    probes=[] if names == ["all"] or psutil_only else names, psutil_only=psutil_only,
                    quiet=quiet, as_root=as_root, term_after_s=term_after_s, kill_after_s=kill_after_s,
                    rules=Path(rules) if rules is not None else None, python_frames=not no_python_frames,
-                   codec_uprobes=codec_uprobes)
+                   codec_uprobes=codec_uprobes, job_id=job_id)
     recorder = Recorder(opts, status=StatusLine(quiet=quiet), on_error=_error)
     sys.exit(_speak(recorder, recorder.run(), quiet))
 

@@ -16,7 +16,8 @@ Examples:
   dpuprof report run.rec -o report.html            # one self-contained HTML file
   dpuprof report run.rec -o report.md              # markdown + PNG files beside it
   dpuprof report before.rec after.rec -o diff.html # compare two runs (A = before, B = after)
-  dpuprof report node*.rec --merge -o cluster.html # the nodes of one job, per node and total
+  dpuprof report node-*.rec -o job.html           # the job view: per node, spread, stragglers
+  dpuprof report a.rec b.rec c.rec --merge         # merge recordings that are not one job anyway
   dpuprof report run.rec --format speedscope -o run.speedscope.json
   dpuprof report run.rec --format folded | flamegraph.pl > run.svg
   dpuprof report run.rec --format json
@@ -34,8 +35,11 @@ The projection of DIR/RUN.rec is read from ./RUN.proj.json (where dpuprof projec
 when its checksum matches the recording, else from DIR/RUN.proj.json; --projection names it.
 
 \b
-Two recordings are compared unless they look like two nodes of one job (different hosts,
-overlapping in time), which are merged; three or more are merged. --compare/--merge decide.
+Several recordings make a job view when they are the nodes of one job: the same job id
+(record --job-id, $SLURM_JOB_ID or $TORCHELASTIC_RUN_ID), or without job ids the same command;
+overlapping in time; each from another host. Two recordings that are not one job are compared
+(A = first, B = second); three or more are refused with the reason, unless --merge is given.
+--compare takes exactly two recordings, --merge two or more.
 """
 
 
@@ -47,22 +51,24 @@ overlapping in time), which are merged; three or more are merged. --compare/--me
 @click.option("--compare", "mode", flag_value="compare", default=None,
               help="Compare two recordings (A = first, B = second).")
 @click.option("--merge", "mode", flag_value="merge",
-              help="Merge the recordings of one job's nodes into a cluster view.")
+              help="Merge the recordings into a job view even when they do not look like one job.")
 @click.option("--projection", type=click.Path(dir_okay=False), metavar="FILE",
               help="Projection to draw (default: ./RUN.proj.json made from this RUN.rec, else "
                    "RUN.proj.json beside RUN.rec, if present).")
 @click.option("--time", "time_range", default=None, metavar="START:END|steady",
               help="Report on a window only: seconds from the start, or 'steady' (after warm-up, "
                    "from step markers or the data). Default: the whole recording.")
+@click.option("-j", "--jobs", "workers", type=click.IntRange(1, 256), default=None, metavar="N",
+              help="Processes that load the recordings (default: one per CPU; 1 = no extra processes).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress line on stderr.")
-def report(recordings, output, fmt, mode, projection, time_range, quiet):
+def report(recordings, output, fmt, mode, projection, time_range, workers, quiet):
     """Report on RECORDINGS (default: the newest *.rec in this directory)."""
     import sys
     from pathlib import Path
 
     from dpuprof.cli.common import resolve_recording
     from dpuprof.errors import UserError
-    from dpuprof.render.build import build_report
+    from dpuprof.render.build import build_report, check_count
     from dpuprof.render.output import check_target, emit
     from dpuprof.render.progress import Progress
 
@@ -77,12 +83,13 @@ def report(recordings, output, fmt, mode, projection, time_range, quiet):
     if name in registry.NEEDS_FILE and output in (None, "-"):
         raise UserError(f"--format {name} needs an output file: -o FILE.{name}")
     paths = [Path(p) for p in recordings] or [resolve_recording(None)]
+    check_count(len(paths), mode)  # --compare takes two, --merge two or more: before any work
     if output not in (None, "-"):
         check_target(Path(output), inputs=paths)  # fail before the work, not after
     progress = Progress(enabled=False if quiet else None)
     try:
         rep = build_report(paths, mode=mode, projection=projection, progress=progress,
-                           time_range=time_range)
+                           time_range=time_range, workers=workers)
         progress.step(f"rendering {name}")
         stem = registry.stem(Path(output).name) if output not in (None, "-") else None
         rendered = registry.get(name)(rep, stem=stem, progress=progress,

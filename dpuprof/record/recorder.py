@@ -45,6 +45,7 @@ class Options:
     rules: Path | None = None  # --rules FILE: tried before the built-in rules.toml
     python_frames: bool = True  # CPython >= 3.12's perf trampoline on (record/perfmap.py)
     codec_uprobes: bool = False  # uprobes on cipher/codec calls too (record/uprobes.py CODEC_PREFIXES)
+    job_id: str | None = None  # --job-id: meta job.job_id (record/metadata.py job_identity)
 
 
 @dataclass
@@ -123,7 +124,7 @@ class Recorder:
 
     def _meta(self) -> dict:
         opts = self.opts
-        return host_metadata() | {
+        return host_metadata(opts.job_id) | {
             "command": list(opts.command), "cwd": os.getcwd(), "interval_s": opts.interval_s,
             "probes_unavailable": self.source.unavailable, "probe_hooks": self.source.hooks,
             "recorder_pid": os.getpid(), "user": self.user.name if self.user else None,

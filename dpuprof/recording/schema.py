@@ -15,7 +15,9 @@ consistent up to its last committed interval.
   appear in stacks, or why not; docs/python-frames.md), workload ("command", "attach", "cgroup" or
   "system-wide": what in_workload marks), system_wide (bool, -a), duration_s (the --duration
   window or null), attached ([{pid, comm, cmdline}] of -p), cgroup (the --cgroup directory),
-  stop_reason ("command exited", "workload exited", "duration" or "stopped"), stack_buckets (v3,
+  stop_reason ("command exited", "workload exited", "duration" or "stopped"), job ({job_id,
+  job_id_source: "--job-id", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID" or null, host, and SLURM_PROCID,
+  SLURM_NODEID, RANK, NODE_RANK where set}: which job's node this is, record/metadata.py), stack_buckets (v3,
   written by the writer's close: which stack samples were merged, see stack_counts).
 
 Version 2 adds what the projection's critical-path model needs: per-thread scheduling of the

@@ -11,7 +11,9 @@ Layout, one concern per module:
 - ``tables``     the vendor-style Metric | Measured | Projected with DPU | Change table, as rows;
 - ``charts``     matplotlib (Agg) chart functions: DataFrames in, Figures out;
 - ``flame``      flame graph and differential flame graph as inline SVG;
-- ``build``      loads recordings into a Report: one run, a comparison, or a merged cluster;
+- ``build``      loads recordings into a Report: one run, a comparison, or a job view (``merge``
+                 merges the nodes' tables, ``job`` adds per-node rows, spread and stragglers,
+                 ``job_identity`` decides which recordings are one job);
 - ``figures``    which charts a report has; ``palette`` their colours; ``templates`` finds the
                  HTML (Jinja2) templates (``reports/templates``);
 - ``console``    terminal text through rich: tables, styles only on a TTY;

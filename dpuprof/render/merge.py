@@ -1,172 +1,236 @@
-"""Merge the recordings of one job (one per node) into a cluster view: the sum of the nodes.
+"""The job view: the recordings of one job (one per node) merged as data, then summarised once.
 
-Everything that is an amount -- CPU seconds, samples, cores, bytes, IOs -- adds up; the duration is
-the longest node's; time series are aligned on the time since each node's own start (the nodes of one
-job start together, within a few seconds). Merging two copies of one recording doubles every amount
+Like pyinstrument's ``Session.combine``, the merge works on the recorded data, not on the
+summaries made from it: every table of every node's Recording is concatenated into one Recording
+with a ``node`` column (the node's index), and the ordinary summary (:mod:`dpuprof.recording.summary`)
+and category totals are computed from that once. Amounts (CPU seconds, samples, bytes, IOs) thus add
+up, shares are shares of the whole job, and merging two copies of one recording doubles every amount
 and leaves every share unchanged.
+
+Identifiers that are only unique within a node -- pids and tids, interval and stack ids -- are
+made distinct by an offset per node (``PID_STRIDE``, ``ID_STRIDE``); the job summary's process list
+gives them back as (``node``, ``pid``). Time stays the wall clock: the job lasts from the first
+node's start to the last node's end, and its time series put each node's intervals on one grid
+(the shortest interval) from the job's start.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import pandas as pd
 
+from dpuprof.categories import IDLE
 from dpuprof.errors import UserError
-from dpuprof.render.view import RunView
-from dpuprof.render.projection_file import num
+from dpuprof.recording.reader import Recording
+from dpuprof.recording.schema import TABLES
+from dpuprof.render.view import RECORDER_LABEL, RunView, _cat_totals, recorder_pid
 
-_MAX_KEYS = {"duration_s"}
-_FIRST_KEYS = {"schema_version", "sample_freq_hz", "dpuprof_version", "command", "mode",
-               "recording_sha256", "projection_version"}
-
-
-def _is_num(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def sum_tree(items: list):
-    """Merge JSON-like values: numbers add up, dicts merge key by key, equal strings stay,
-    differing strings become a list of the distinct values, lists concatenate."""
-    present = [v for v in items if v is not None]
-    if not present:
-        return None
-    if all(_is_num(v) for v in present):
-        total = sum(present)
-        return round(total, 6) if isinstance(total, float) else total
-    if all(isinstance(v, bool) for v in present):
-        return all(present)
-    if all(isinstance(v, dict) for v in present):
-        keys = list(dict.fromkeys(k for d in present for k in d))
-        out = {}
-        for k in keys:
-            vals = [d.get(k) for d in present]
-            if k in _MAX_KEYS and all(_is_num(v) for v in vals if v is not None):
-                out[k] = max(v for v in vals if v is not None)
-            elif k in _FIRST_KEYS:
-                out[k] = next(v for v in vals if v is not None) if any(v is not None for v in vals) else None
-            else:
-                out[k] = sum_tree(vals)
-        return out
-    if all(isinstance(v, list) for v in present):
-        return [x for v in present for x in v]
-    distinct = list(dict.fromkeys(str(v) for v in present))
-    return distinct[0] if len(distinct) == 1 else distinct
+#: Above Linux's largest pid (PID_MAX_LIMIT, 2**22 on 64-bit), so offset pids never collide.
+PID_STRIDE = 1 << 23
+#: Above any node's interval or stack count.
+ID_STRIDE = 1 << 32
+_STRIDES = {"pid": PID_STRIDE, "ppid": PID_STRIDE, "tid": PID_STRIDE, "waker_pid": PID_STRIDE,
+            "waker_tid": PID_STRIDE, "interval": ID_STRIDE, "stack_id": ID_STRIDE}
 
 
-def merge_summaries(views: list[RunView]) -> dict:
-    """The summary contract summed over nodes; ``processes`` gain a ``node`` key."""
-    summaries = []
-    for v in views:
-        s = {k: val for k, val in v.summary.items() if k != "projection"}
-        s["processes"] = [dict(p, node=v.name) for p in s.get("processes", [])]
-        s["recording"] = [s.get("recording")]
-        summaries.append(s)
-    total = sum_tree(summaries)
-    total["processes"].sort(key=lambda p: -(p.get("cpu_s") or 0))
-    total["nodes"] = [v.name for v in views]
-    total["complete"] = all(v.summary.get("complete") for v in views)
-    codes = [v.summary.get("exit_code") for v in views]
-    total["exit_code"] = next((c for c in codes if c), codes[0])  # the first failure, else 0
-    total["category_split"] = all(v.category_split for v in views)
-    return total
+def _job_meta(recs: list[Recording]) -> dict:
+    """The combined Recording's metadata: what the summary reads, for the job as a whole."""
+    metas = [r.meta for r in recs]
+    first = metas[0]
 
+    def same(key):  # the value every node agrees on, else None
+        vals = [m.get(key) for m in metas]
+        return vals[0] if all(v == vals[0] for v in vals) else None
 
-def merge_projections(views: list[RunView]) -> tuple[dict | None, list[str]]:
-    """One projection for the cluster, or None unless every node has one."""
-    projs = [v.projection for v in views]
-    if not any(projs):
-        return None, []
-    missing = [v.name for v, p in zip(views, projs) if not p]
-    if missing:
-        return None, [f"no projection for {', '.join(missing)}: the cluster view is measured only"]
-    caps = [num((p.get("host") or {}).get("host_capacity_s")) or v.capacity_s for v, p in zip(views, projs)]
-    cap = sum(caps) or 1.0
-
-    def weighted(key: str):
-        vals = [num((p.get("cores_for_ai") or {}).get(key)) for p in projs]
-        if any(x is None for x in vals):
-            return None
-        return sum(x * c for x, c in zip(vals, caps)) / cap
-
-    speed = {}
-    for key in ("low", "expected", "high"):  # null = unbounded, so it never sets the minimum
-        vals = [x for x in (num((p.get("speedup") or {}).get(key)) for p in projs) if x is not None]
-        speed[key] = min(vals) if vals else None
-    speed["pays"] = all(bool((p.get("speedup") or {}).get("pays")) for p in projs)
-    speed["assumptions"] = ["synchronous data-parallel job: the slowest node sets the pace, so the "
-                            "cluster speedup is the smallest node speedup"] + \
-        list(dict.fromkeys(a for p in projs for a in (p.get("speedup") or {}).get("assumptions") or []
-                           if isinstance(a, str)))
-    cores = {"before_pct": weighted("before_pct"), "after_pct": weighted("after_pct"),
-             "before_cores": sum_tree([(p.get("cores_for_ai") or {}).get("before_cores") for p in projs]),
-             "after_cores": sum_tree([(p.get("cores_for_ai") or {}).get("after_cores") for p in projs]),
-             "assumptions": list(dict.fromkeys(a for p in projs for a in
-                                               (p.get("cores_for_ai") or {}).get("assumptions") or []
-                                               if isinstance(a, str)))}
-    warnings = []
-    dpus = {str((p.get("dpu") or {}).get("name")) for p in projs}
-    if len(dpus) > 1:
-        warnings.append(f"nodes were projected with different DPUs: {', '.join(sorted(dpus))}")
-    merged = {
-        "projection_version": 1,
-        "recording": [p.get("recording") for p in projs],
-        "dpu": projs[0].get("dpu"),
-        "host": {"cpu_count": sum(v.cpu_count for v in views), "duration_s": max(v.duration_s for v in views),
-                 "host_capacity_s": cap},
-        "rows": [dict(r, node=v.name) for v, p in zip(views, projs) for r in p.get("rows") or []],
-        "by_category": sum_tree([p.get("by_category") for p in projs]),
-        "totals": sum_tree([p.get("totals") for p in projs]),
-        "cores_for_ai": cores,
-        "speedup": speed,
-        "allreduce": next((p.get("allreduce") for p in projs if p.get("allreduce")), None),
-        "capacity": [dict(c, node=v.name) for v, p in zip(views, projs) for c in p.get("capacity") or []
-                     if isinstance(c, dict)],
-        "assumptions": list(dict.fromkeys(a for p in projs for a in p.get("assumptions") or []
-                                          if isinstance(a, str))),
-        "warnings": list(dict.fromkeys(w for p in projs for w in p.get("warnings") or [] if isinstance(w, str))),
+    starts = [m.get("start_time") for m in metas if isinstance(m.get("start_time"), (int, float))]
+    ends = [m.get("end_time") for m in metas if isinstance(m.get("end_time"), (int, float))]
+    codes = [m.get("exit_code") for m in metas]
+    unavailable = {}
+    for r in recs:
+        for probe, why in (r.meta.get("probes_unavailable") or {}).items():
+            unavailable.setdefault(probe, why)
+    return {
+        "schema_version": min(r.schema_version for r in recs),
+        "dpuprof_version": first.get("dpuprof_version"),
+        "command": same("command"), "workload": same("workload"), "mode": same("mode"),
+        "host": [m.get("host") for m in metas], "kernel": same("kernel"),
+        "cpu_count": sum(int(m.get("cpu_count") or 1) for m in metas),
+        "sample_freq_hz": same("sample_freq_hz") or first.get("sample_freq_hz"),
+        "interval_s": min(float(m.get("interval_s") or 1.0) for m in metas),
+        "start_time": min(starts) if starts else None,
+        "end_time": max(ends) if len(ends) == len(metas) else None,
+        "complete": all(r.complete for r in recs),
+        "exit_code": next((c for c in codes if c), codes[0]),  # the first failure, else 0
+        "category_split": all(r.category_split for r in recs),
+        "probes_unavailable": unavailable,
     }
-    return merged, warnings
 
 
-def _aligned_sum(frames: list[pd.DataFrame], grid: float) -> pd.DataFrame:
-    aligned = []
-    for f in frames:
-        f = f.copy()
-        f.index = pd.Index((f.index.to_numpy(dtype=float) / grid).round() * grid, name="t_s")
-        aligned.append(f.groupby(level=0).sum())
-    return pd.concat(aligned).groupby(level=0).sum().sort_index()
+#: The tables the job summary, its losses and its per-node rows read. The job's stacks, time
+#: series and thread tables are not summarised again: they are drawn from each node's view.
+JOB_TABLES = ("intervals", "processes", "cpu_category", "proc_cpu", "host_cpu", "host_disk", "host_net",
+              "block_io", "net_io", "events", "softirq", "lost", "markers")
 
 
-def merge_views(views: list[RunView]) -> RunView:
-    """The cluster view: the sum of ``views`` (one per node)."""
+def combine(recs: list[Recording], label: str = "job", tables=JOB_TABLES) -> Recording:
+    """One Recording holding ``tables`` of ``recs`` concatenated (the other tables empty), each
+    row tagged with ``node`` (its recording's index in ``recs``) and its ids offset per node
+    (module docstring). ``tables=TABLES`` combines everything."""
+    frames = {}
+    for table in TABLES:
+        parts = [(i, r.table(table)) for i, r in enumerate(recs) if table in tables and not r.table(table).empty]
+        if not parts:
+            frames[table] = recs[0].table(table).iloc[0:0].assign(node=pd.Series(dtype="int64"))
+            continue
+        df = pd.concat([p for _, p in parts], ignore_index=True)
+        node = np.repeat([i for i, _ in parts], [len(p) for _, p in parts])
+        df["node"] = node
+        for col, stride in _STRIDES.items():
+            if col in df.columns:
+                df[col] = df[col] + node * stride
+        frames[table] = df
+    return Recording(Path(label), _job_meta(recs), frames)
+
+
+def split_pid(pid) -> tuple[int, int]:
+    """(node index, the node's own pid) of an offset pid."""
+    return int(pid) // PID_STRIDE, int(pid) % PID_STRIDE
+
+
+def job_summary(job: Recording, views: list[RunView]) -> dict:
+    """The summary contract of :func:`dpuprof.recording.summary.summarize`, computed once on the
+    combined Recording ``job``; processes carry ``node`` (a view's name) and their own pid."""
+    from dpuprof.recording.summary import summarize
+    from dpuprof.render.losses import from_recording as losses_of
+
+    names = [v.name for v in views]
+    summary = summarize(job)
+    for p in summary["processes"]:
+        node, p["pid"] = split_pid(p["pid"])
+        if p.get("ppid") is not None:
+            p["ppid"] = split_pid(p["ppid"])[1]
+        p["node"] = names[node]
+    summary["recording"] = [v.path for v in views]
+    summary["nodes"] = names
+    summary["lost_shares"] = [x.as_dict() for x in losses_of(job)]
+    own = [i * PID_STRIDE + pid for i, pid in enumerate(recorder_pid(v.recording) for v in views)
+           if pid is not None]
+    cat = job.table("cpu_category")
+    own_s = float(cat.loc[cat["pid"].isin(own) & (cat["category"] != IDLE), "cpu_s"].sum())
+    summary["recorder"] = {"label": RECORDER_LABEL, "nodes": len(own), "cpu_s": round(own_s, 6)}
+    return summary
+
+
+def _on_job_grid(frames: list[pd.DataFrame], shifts: list[float], grid: float) -> pd.DataFrame:
+    """Per-second series of each node (index t_s from the node's start), moved by ``shifts`` (s
+    from the job's start to the node's), averaged per node within each grid step, summed over
+    nodes. A node's rate is averaged, never added to itself, where two of its intervals fall in
+    one step."""
+    parts = []
+    for i, (f, shift) in enumerate(zip(frames, shifts)):
+        if f.empty:
+            continue
+        t = f.index.to_numpy(dtype=float) + shift
+        step = pd.Index(((t + 1e-6) // grid) * grid, name="t_s")
+        parts.append(f.set_axis(step).groupby(level=0).mean())
+    if not parts:
+        return frames[0].iloc[0:0]
+    return pd.concat(parts).groupby(level=0).sum().sort_index()
+
+
+def _hosts(hosts: list) -> list | str:
+    """The hosts for a header line: all of them, or for many the first two and the last."""
+    if len(hosts) <= 8:
+        return hosts
+    return f"{hosts[0]}, {hosts[1]}, ..., {hosts[-1]} ({len(hosts)} hosts)"
+
+
+def _node_starts(views: list[RunView]) -> list[float]:
+    """Each node's time origin, as the view's t_s counts it (view._intervals)."""
+    out = []
+    for v in views:
+        iv = v.recording.table("intervals")
+        t0 = v.recording.meta.get("start_time")
+        first = float(iv["t_start"].min()) if not iv.empty else float(t0 or 0.0)
+        out.append(min(float(t0), first) if isinstance(t0, (int, float)) else first)
+    return out
+
+
+def merge_views(views: list[RunView], why_not_one_job: str | None = None) -> RunView:
+    """The job view of ``views`` (one per node, each with its ``recording``). ``why_not_one_job``:
+    the identity check's reason when the user merged unrelated recordings with --merge."""
+    from dpuprof.render.job import build_job
+    from dpuprof.render.job_projection import job_projection
+
     if len({v.category_split for v in views}) > 1:
         raise UserError("cannot merge recordings with and without the category split "
                         "(BPF and psutil mode); record every node the same way")
+    job = combine([v.recording for v in views])
+    cat = job.table("cpu_category") if job.category_split else job.table("cpu_category").iloc[0:0]
+    busy = cat[cat["category"] != IDLE]
+    projection, proj_warnings = job_projection(views)
+    summary = job_summary(job, views)
+    if projection is not None:
+        summary["projection"] = projection
+    starts = _node_starts(views)
+    shifts = [s - min(starts) for s in starts]
     grid = min(v.interval_s for v in views)
     stacks = pd.concat([v.stacks.assign(folded=v.name.replace(";", ":") + ";" + v.stacks["folded"])
                         for v in views], ignore_index=True)
-    projection, warnings = merge_projections(views)
-    summary = merge_summaries(views)
-    if projection is not None:
-        summary["projection"] = projection
-    return RunView(
-        name=f"cluster ({len(views)} nodes)",
+    total = RunView(
+        name=f"job ({len(views)} nodes)",
         path=", ".join(v.path for v in views),
-        meta={"host": [v.meta.get("host") for v in views], "command": views[0].meta.get("command"),
-              "cpu_count": sum(v.cpu_count for v in views), "mode": views[0].meta.get("mode"),
-              "sample_freq_hz": views[0].meta.get("sample_freq_hz"),
-              "complete": all(v.meta.get("complete") for v in views)},
+        meta={"host": _hosts([v.meta.get("host") for v in views]), "command": job.meta.get("command"),
+              "cpu_count": job.meta["cpu_count"], "mode": job.meta.get("mode"),
+              "sample_freq_hz": job.meta.get("sample_freq_hz"), "start_time": job.meta.get("start_time"),
+              "complete": job.complete, "exit_code": job.meta.get("exit_code"),
+              "workload_label": views[0].meta.get("workload_label")},
         summary=summary,
         projection=projection,
-        warnings=[f"{v.name}: {w}" for v in views for w in v.warnings] + warnings,
-        cpu_count=sum(v.cpu_count for v in views),
-        duration_s=max(v.duration_s for v in views),
+        warnings=[],
+        cpu_count=float(job.meta["cpu_count"]),
+        duration_s=job.duration_s,
         interval_s=grid,
-        category_split=views[0].category_split,
-        cats=sum((v.cats for v in views[1:]), views[0].cats),
-        wl_cats=sum((v.wl_cats for v in views[1:]), views[0].wl_cats),
-        timeline=_aligned_sum([v.timeline for v in views], grid),
-        io=_aligned_sum([v.io for v in views], grid),
+        category_split=job.category_split,
+        cats=_cat_totals(cat),
+        wl_cats=_cat_totals(cat[cat["pid"].isin(job.workload_pids)]),
+        timeline=_on_job_grid([v.timeline for v in views], shifts, grid),
+        io=_on_job_grid([v.io for v in views], shifts, grid),
         stacks=stacks.groupby(["folded", "category", "subcategory"], as_index=False)["samples"].sum(),
-        subcats=pd.concat([v.subcats for v in views]).groupby(level=0).sum().sort_values(ascending=False),
+        subcats=busy.groupby("subcategory")["cpu_s"].sum().sort_values(ascending=False).astype(float),
         nodes=list(views),
     )
+    jv = build_job(job, views, total, why_not_one_job)
+    total.warnings = jv.warnings + proj_warnings + _job_warnings(job, summary, views)
+    summary["job"] = jv.as_json()
+    total.job = jv
+    return total
+
+
+#: node warnings said once for the job, from the combined data, instead of once per node
+_JOB_LEVEL = ("data lost in the kernel", "the recorder itself used")
+
+
+def _job_warnings(job: Recording, summary: dict, views: list[RunView]) -> list[str]:
+    """The job's losses and recorder cost, then each node's other warnings, one line per distinct
+    text: 'all nodes: ...' or 'a, b: ...'."""
+    from dpuprof.render.losses import from_recording, warning
+
+    out = [w for w in [warning(from_recording(job))] if w]
+    own = summary["recorder"]["cpu_s"]
+    if job.category_split and own > 0 and job.duration_s:
+        out.append(f"the recorders themselves used {own / job.duration_s:.2f} cores in all ({own:.1f} CPU s "
+                   f"on {summary['recorder']['nodes']} nodes), counted in host CPU as {RECORDER_LABEL!r} "
+                   "and left out of the stacks")
+    by_text: dict[str, list[str]] = {}
+    for v in views:
+        for w in v.warnings:
+            if not w.startswith(_JOB_LEVEL):
+                by_text.setdefault(w, []).append(v.name)
+    for w, names in by_text.items():
+        who = "all nodes" if len(names) == len(views) else \
+            ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        out.append(f"{who}: {w}")
+    return out

@@ -3,7 +3,7 @@ and the ``Report`` that holds them.
 
 A RunView is a handful of small DataFrames derived once from a Recording -- CPU by category, the
 same over time, throughput over time, and the classified stacks -- so renderers never read raw
-tables and a merged cluster view is just the sum of its nodes' views.
+tables; a job of several nodes adds a merged view, built from the nodes' tables by ``merge``.
 """
 
 from __future__ import annotations
@@ -54,6 +54,9 @@ class RunView:
     #: the (windowed) Recording this view was built from, for exports that need its raw tables
     #: (perfetto: real pids, threads, wall-clock times); None for a merged cluster total
     recording: object = None
+    #: the job view's per-node rows, spread, stragglers and projections (render/job.py JobView);
+    #: None except for a merged job total
+    job: object = None
 
     # Derived figures, all from ``cats`` (host-wide) so merged views stay consistent.
     @property
@@ -120,7 +123,7 @@ class Report:
         if self.kind == "compare":
             return f"{self.runs[0].name} vs {self.runs[1].name}"
         if self.kind == "merge":
-            return f"cluster of {len(self.runs)} nodes"
+            return f"job of {len(self.runs)} nodes"
         return self.runs[0].name
 
 

@@ -215,6 +215,19 @@ def _compare_context(report: Report) -> dict:
     return out
 
 
+def _job_context(jv) -> dict | None:
+    """The job view's identity, spread, stragglers and projections (render/job.py); None when the
+    merged recordings are not one job (--merge)."""
+    from dpuprof.render import job as J
+
+    if jv is None:
+        return None
+    return {"identity": jv.identity, "stragglers": J.straggler_lines(jv),
+            "spread": {"header": J.SPREAD_HEADER, "rows": J.spread_rows(jv), "num_cols": (1, 2, 3)},
+            "projections": {"header": J.PROJECTION_HEADER, "rows": J.projection_rows(jv),
+                            "classes": [""] * len(jv.projections) + ["sig"]}}
+
+
 def context(report: Report, progress=None) -> dict:
     """The template context of ``report`` (the page's own parts: see ``render_html``)."""
     if report.kind == "single":
@@ -233,7 +246,7 @@ def context(report: Report, progress=None) -> dict:
                                   "gpu": S.gpu_context(n, figure, f"GPU — {n.name}")} for n in report.runs],
                "nodes": {"header": T.NODE_HEADER, "rows": T.node_rows(report.runs, t),
                          "num_cols": range(2, len(T.NODE_HEADER)), "classes": [""] * len(report.runs) + ["sig"]},
-               "method": method(report.runs)}
+               "job": _job_context(t.job), "method": method(report.runs)}
     ctx["charts"] = charts(report, progress)
     return ctx
 

@@ -6,7 +6,8 @@ shares, the per-interval timeline; null without GPU samples, then ``gpu_note`` s
 (summary and per-step table; null without step markers).
 
 Several recordings: ``{"kind": "compare"|"merge", "runs": [summary, ...]}`` plus ``comparison``
-(per-category shares and the z-test) or ``total`` (the summed cluster summary).
+(per-category shares and the z-test) or ``total`` (the job view: the summary of the nodes' merged
+tables, with ``job``: per-node rows, spread, stragglers and projections, render/job.py).
 """
 
 from __future__ import annotations

@@ -69,6 +69,18 @@ def _gpu_and_steps(v: RunView, level: str) -> list[str]:
     return out
 
 
+def _job(jv) -> list[str]:
+    """The job view's identity, spread, stragglers and projections (render/job.py)."""
+    from dpuprof.render import job as J
+
+    if jv is None:
+        return []
+    return [f"Job: {md(jv.identity)}", "", "## Spread between nodes", "",
+            table(J.SPREAD_HEADER, J.spread_rows(jv), right=(1, 2, 3)), "", "## Stragglers", ""] + \
+        [f"- {md(ln)}" for ln in J.straggler_lines(jv)] + \
+        ["", "## Projection per node and for the job", "", table(J.PROJECTION_HEADER, J.projection_rows(jv)), ""]
+
+
 def render(report: Report, *, stem: str | None = None, progress=None, color: bool = False) -> Rendered:
     """``stem``: the output file's name without ``.md`` (the PNGs are named after it); None when
     writing to standard output, where there is nowhere to put images."""
@@ -88,7 +100,7 @@ def render(report: Report, *, stem: str | None = None, progress=None, color: boo
     elif report.kind == "merge":
         lines += ["## Per node and total", "",
                   table(T.NODE_HEADER, T.node_rows(report.runs, report.total), right=range(2, len(T.NODE_HEADER))),
-                  ""] + _run(report.total)
+                  ""] + _job(report.total.job) + _run(report.total)
     else:
         lines += _run(report.main)
     extra = {}

@@ -121,11 +121,25 @@ def render_text(report: Report, color: bool = False) -> str:
             lines += [""] + single(v, st, f"{tag}: {v.name}")
     else:
         t = report.total
-        lines = single(t, st, f"dpuprof cluster report: {len(report.runs)} nodes")
+        lines = single(t, st, f"dpuprof job report: {len(report.runs)} nodes"
+                       + (f", {t.job.identity}" if t.job else ""))
         lines += ["", st.bold("Per node and total")]
         lines.append(text_table(T.NODE_HEADER, T.node_rows(report.runs, t),
                                 right=range(2, len(T.NODE_HEADER)), max_w=24))
+        if t.job:
+            lines += job_lines(t.job, st)
     return to_text(lines, color)
+
+
+def job_lines(jv, st: Style) -> list[str]:
+    """The job view's spread, stragglers and projections (render/job.py)."""
+    from dpuprof.render import job as J
+
+    out = ["", st.bold("Spread between nodes"), text_table(J.SPREAD_HEADER, J.spread_rows(jv), right=(1, 2, 3))]
+    out += ["", st.bold("Stragglers")] + ["  " + clean(ln) for ln in J.straggler_lines(jv)]
+    out += ["", st.bold("Projection per node and for the job"),
+            text_table(J.PROJECTION_HEADER, J.projection_rows(jv), max_w=90)]
+    return out
 
 
 def render(report: Report, *, stem: str | None = None, progress=None, color: bool = False) -> Rendered:
