@@ -383,19 +383,30 @@ def _late_columns(db, table: str) -> tuple:
 def _check_types(path, table, df):
     import pandas as pd
 
+    from pandas.api.types import infer_dtype, is_bool_dtype, is_numeric_dtype
+
     for col in df.columns:
+        s = df[col]
         if col in _TEXT_COLUMNS:
             # SQL NULL reads as None, or as NaN where a whole column is NULL: both are missing.
-            if not df[col].map(lambda v: v is None or isinstance(v, str) or (isinstance(v, float) and v != v)).all():
+            # infer_dtype is one C pass; the per-value check only runs where it finds other types.
+            if infer_dtype(s, skipna=True) not in ("string", "empty") and not s.map(
+                    lambda v: v is None or isinstance(v, str) or (isinstance(v, float) and v != v)).all():
                 _fail(path, f"damaged table {table}: column {col} holds non-text values")
-            df[col] = df[col].fillna("")
+            df[col] = s.fillna("")
             continue
         # pandas reads SQL NULL in a numeric column as NaN (SQLite itself stores NaN as NULL), so
-        # NaN is "missing" here; whether missing is allowed is checked below per column.
-        if not df[col].map(lambda v: v is None or isinstance(v, (int, float))).all():
-            _fail(path, f"damaged table {table}: column {col} holds non-numeric values")
-        if not df[col].map(lambda v: v is None or v != v or abs(v) <= MAX_ABS).all():  # exact, before floats round
-            _fail(path, f"damaged table {table}: column {col} holds values out of range (beyond 2**53)")
+        # NaN is "missing" here; whether missing is allowed is checked below per column. A column
+        # pandas typed int64/float64 holds only numbers (checked at once); an object column (text,
+        # blobs, integers beyond int64) is checked value by value, exactly, before floats round.
+        if is_numeric_dtype(s) and not is_bool_dtype(s):
+            if (s.abs() > MAX_ABS).any():
+                _fail(path, f"damaged table {table}: column {col} holds values out of range (beyond 2**53)")
+        else:
+            if not s.map(lambda v: v is None or isinstance(v, (int, float))).all():
+                _fail(path, f"damaged table {table}: column {col} holds non-numeric values")
+            if not s.map(lambda v: v is None or v != v or abs(v) <= MAX_ABS).all():
+                _fail(path, f"damaged table {table}: column {col} holds values out of range (beyond 2**53)")
         num = pd.to_numeric(df[col], errors="coerce")
         if col not in ("ppid", "first_seen", "last_seen", "util_pct", "mem_used_bytes", "ns_pid",
                        "mem_total_bytes", "sm_util_pct") and num.isna().any():
