@@ -20,7 +20,9 @@ DDP -0.2 %, iperf3 1.8 %, fio 3.3 %). BPF time grows with the event rate (contex
 packets, I/Os; net_dev costs most, adding 2.05 % of a core under iperf3) and is host-wide; the recorder's
 share is a fixed cost per host. Start-up before COMMAND runs: 1.52 s (bcc compiles the probes);
 recorder peak RSS 186 MB; the recording grows about 0.428 MB a minute. Fewer --probes load fewer
-programs (per-probe costs in benchmarks/RESULTS.md, section 2).
+programs (per-probe costs in benchmarks/RESULTS.md, section 2). Start-up, memory and file size
+predate schema v3 and the start-up work of 2026-12-01 (uprobe links, fewer kernel headers, LLVM
+pages released after the load); `python3 benchmarks/run.py` measures them again.
 """
 
 EPILOG = OVERHEAD + """

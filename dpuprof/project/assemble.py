@@ -123,34 +123,8 @@ def build_projection(inp: ProjectionInput, profile: Profile, *, nodes: int | Non
         profile = profile.with_overrides(mode=mode)
     res = evaluate_rows(inp, profile, only, window)
     rows = res.rows
-    warnings: list[str] = []
-
-    enabled, rejected, left = [], [], []
-    for r in rows.itertuples(index=False):
-        d = _row_dict(r)
-        if d["mechanism"] is None:
-            left.append(d)
-        elif r.enabled:
-            enabled.append(d)
-        else:
-            rejected.append(d)
-            if r.alpha_eff > 0 and r.before_s > 0:
-                warnings.append(f"{d['mechanism']} on {r.subcategory} does not pay (S = {r.speedup:.3f}): left on the host")
-    for c in res.capacity:
-        if c["bottleneck"]:
-            warnings.append(f"capacity: {c['resource']} demand {c['demand']:g} {c['unit']} exceeds the limit "
-                            f"{c['limit']:g} {c['unit']} ({c['action']})")
-
-    assumptions = list(GLOBAL_ASSUMPTIONS)
-    net = res.features.net
-    if net["lo_bytes"] > 0:
-        share = net["lo_bytes"] / max(1.0, net["tx_bytes"] + net["rx_bytes"])
-        assumptions.append(f"{100 * share:.0f} % of the recorded network bytes are loopback (dev lo); loopback "
-                           "kernel network work stands in for inter-node traffic (a real node does the same "
-                           "send and receive processing for its own rank)")
-    assumptions += list(dict.fromkeys(n for n in rows.get("rate_note", pd.Series(dtype=object)) if _str(n)))
-    if any(r["mechanism"] == "rdma" for r in enabled + rejected):
-        assumptions.append("the workload's TCP traffic is its collective traffic, which RDMA would carry")
+    enabled, rejected, left, warnings = _split_rows(rows, res.capacity)
+    assumptions = _assumptions(res, rows, enabled + rejected)
 
     ar = None
     if nodes is not None:
@@ -194,3 +168,41 @@ def build_projection(inp: ProjectionInput, profile: Profile, *, nodes: int | Non
         "assumptions": assumptions,
         "warnings": list(dict.fromkeys(warnings)),
     }
+
+
+def _split_rows(rows: pd.DataFrame, capacity: list) -> tuple[list, list, list, list]:
+    """(enabled, rejected, left on the host) row dicts of the evaluated ``rows``, and the warnings
+    they and the capacity records raise."""
+    warnings: list[str] = []
+    enabled, rejected, left = [], [], []
+    for r in rows.itertuples(index=False):
+        d = _row_dict(r)
+        if d["mechanism"] is None:
+            left.append(d)
+        elif r.enabled:
+            enabled.append(d)
+        else:
+            rejected.append(d)
+            if r.alpha_eff > 0 and r.before_s > 0:
+                warnings.append(f"{d['mechanism']} on {r.subcategory} does not pay (S = {r.speedup:.3f}): left on the host")
+    for c in capacity:
+        if c["bottleneck"]:
+            warnings.append(f"capacity: {c['resource']} demand {c['demand']:g} {c['unit']} exceeds the limit "
+                            f"{c['limit']:g} {c['unit']} ({c['action']})")
+    return enabled, rejected, left, warnings
+
+
+def _assumptions(res: ModelResult, rows: pd.DataFrame, offered: list) -> list[str]:
+    """The projection's assumptions: the global ones, loopback standing in for the network, the
+    rate notes of the rows, and RDMA carrying the workload's TCP traffic when it is offered."""
+    assumptions = list(GLOBAL_ASSUMPTIONS)
+    net = res.features.net
+    if net["lo_bytes"] > 0:
+        share = net["lo_bytes"] / max(1.0, net["tx_bytes"] + net["rx_bytes"])
+        assumptions.append(f"{100 * share:.0f} % of the recorded network bytes are loopback (dev lo); loopback "
+                           "kernel network work stands in for inter-node traffic (a real node does the same "
+                           "send and receive processing for its own rank)")
+    assumptions += list(dict.fromkeys(n for n in rows.get("rate_note", pd.Series(dtype=object)) if _str(n)))
+    if any(r["mechanism"] == "rdma" for r in offered):
+        assumptions.append("the workload's TCP traffic is its collective traffic, which RDMA would carry")
+    return assumptions

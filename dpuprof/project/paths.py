@@ -150,35 +150,47 @@ def build(frames: dict, workload_pids: set, cpu_count: int, window: Window, rows
     rank_pids = {r[0] for r in ranks}
     out_ranks, out_loaders = [], []
     for pid, on, rq, wall, w, my_loaders in ranks:
-        reasons = {k: 0.0 for k in WAIT_REASONS}
-        for row in w.itertuples(index=False):
-            if row.state == "io":
-                key = "io"
-            elif row.waker_pid in my_loaders:
-                key = "loader"
-            elif row.waker_pid in rank_pids:  # another rank, or this rank's own helper threads
-                key = "peer"
-            else:
-                key = "other"
-            reasons[key] += row.ns / 1e9
-        # A wait is counted in the interval its wake-up falls in, so the window's waits can exceed
-        # its off-CPU time by the part before the window: scale them to fit; what the probe did
-        # not see goes to "other". Then wall = on + runq + the waits, exactly.
-        seen, off_cpu = sum(reasons.values()), max(0.0, wall - on - rq)
-        if seen > off_cpu:
-            reasons = {k: v * off_cpu / seen for k, v in reasons.items()}
-        reasons["other"] += max(0.0, off_cpu - sum(reasons.values()))
+        reasons = _wait_reasons(w, my_loaders, rank_pids, wall - on - rq)
         ts = tcat[tcat["tid"] == pid].groupby("subcategory")["samples"].sum()
         f, sd = _freed(ts, spp(pid), frac_wl)
         comm = str(threads.at[pid, "comm"]) if pid in threads.index else ""
         out_ranks.append(RankThread(pid, pid, comm, wall, on, rq, reasons, min(f, on), sd))
         for lp in sorted(my_loaders):
             out_loaders.append(_loader(lp, pid, per_thread, waits, cpu, spp(lp), frac_wl))
+    return JobPaths(window, cpu_count, host_busy, host_freed, host_sd, tuple(out_ranks), tuple(out_loaders),
+                    _gpu_busy(frames.get("gpu"), ids), _net_freed_fraction(rows))
+
+
+def _net_freed_fraction(rows: pd.DataFrame) -> float:
+    """Share (0..1) of the workload's network CPU the offload frees (evaluated rows)."""
     net = rows[rows["category"] == "network"] if not rows.empty else rows
     net_before = float(net["workload_before_s"].sum()) if not net.empty else 0.0
-    net_frac = float(net["workload_freed_s"].sum()) / net_before if net_before > 0 else 0.0
-    return JobPaths(window, cpu_count, host_busy, host_freed, host_sd, tuple(out_ranks), tuple(out_loaders),
-                    _gpu_busy(frames.get("gpu"), ids), min(1.0, net_frac))
+    return min(1.0, float(net["workload_freed_s"].sum()) / net_before if net_before > 0 else 0.0)
+
+
+def _wait_reasons(w: pd.DataFrame, my_loaders: set, rank_pids: set, off_cpu_s: float) -> dict:
+    """A rank thread's blocked seconds by reason (WAIT_REASONS) from its thread_wait rows ``w``:
+    io (uninterruptible), loader (woken by its DataLoader workers), peer (by another rank or its
+    own helper threads), other; scaled to fit its off-CPU time ``off_cpu_s``."""
+    reasons = {k: 0.0 for k in WAIT_REASONS}
+    for row in w.itertuples(index=False):
+        if row.state == "io":
+            key = "io"
+        elif row.waker_pid in my_loaders:
+            key = "loader"
+        elif row.waker_pid in rank_pids:  # another rank, or this rank's own helper threads
+            key = "peer"
+        else:
+            key = "other"
+        reasons[key] += row.ns / 1e9
+    # A wait is counted in the interval its wake-up falls in, so the window's waits can exceed
+    # its off-CPU time by the part before the window: scale them to fit; what the probe did
+    # not see goes to "other". Then wall = on + runq + the waits, exactly.
+    seen, off_cpu = sum(reasons.values()), max(0.0, off_cpu_s)
+    if seen > off_cpu:
+        reasons = {k: v * off_cpu / seen for k, v in reasons.items()}
+    reasons["other"] += max(0.0, off_cpu - sum(reasons.values()))
+    return reasons
 
 
 def _loader(pid, rank_pid, per_thread, waits, cpu, spp, frac) -> Loader:

@@ -67,6 +67,9 @@ class StatusLine:
             self._live = Live(console=console, auto_refresh=False, transient=True,
                               redirect_stdout=False, redirect_stderr=False)
             self._live.start()
+            # Live hides the cursor until stop(); a recorder killed with -9 never stops it, so
+            # keep the cursor shown (the line is redrawn in place either way).
+            console.show_cursor(True)
         self._live.update(Text(line, no_wrap=True, overflow="ellipsis"), refresh=True)
 
     def clear(self) -> None:

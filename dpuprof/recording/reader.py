@@ -23,22 +23,13 @@ from functools import cached_property
 from pathlib import Path
 
 from dpuprof.errors import UserError
+from dpuprof.recording.checks import MAX_ABS, check_types as _check_types, fail as _fail
 from dpuprof.recording.packing import unpack_counts, unpack_ids
 from dpuprof.recording.folded import join as join_frames
 from dpuprof.recording.schema import LATE_COLUMNS, READABLE_VERSIONS, SCHEMA_VERSION, SINCE, TABLES
 
 DEFAULT_NAME = "dpuprof.rec"
 SUFFIX = ".rec"
-
-#: Largest magnitude accepted for a number in a table or the metadata: 2**53, where floats stop being
-#: exact integers (8 PiB of bytes per interval); larger values are damage, and summing them would
-#: overflow 64-bit integers.
-MAX_ABS = float(2 ** 53)
-
-# Columns whose values must be numbers (everything else is text).
-_TEXT_COLUMNS = {"comm", "cmdline", "category", "subcategory", "folded", "vector", "dev", "op",
-                 "direction", "protocol", "event", "field", "kind", "state", "lib", "func", "cgroup", "cause"}
-
 
 class Recording:
     """A loaded recording.
@@ -87,10 +78,6 @@ class Recording:
         if iv.empty:
             return 0.0
         return float(iv["t_end"].max() - iv["t_start"].min())
-
-
-def _fail(path, why: str):
-    raise UserError(f"{path}: {why}")
 
 
 def load(path: str | os.PathLike) -> Recording:
@@ -378,45 +365,6 @@ def _late_columns(db, table: str) -> tuple:
         return ()
     have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
     return tuple(c if c in have else f"NULL AS {c}" for c in late)
-
-
-def _check_types(path, table, df):
-    import pandas as pd
-
-    from pandas.api.types import infer_dtype, is_bool_dtype, is_numeric_dtype
-
-    for col in df.columns:
-        s = df[col]
-        if col in _TEXT_COLUMNS:
-            # SQL NULL reads as None, or as NaN where a whole column is NULL: both are missing.
-            # infer_dtype is one C pass; the per-value check only runs where it finds other types.
-            if infer_dtype(s, skipna=True) not in ("string", "empty") and not s.map(
-                    lambda v: v is None or isinstance(v, str) or (isinstance(v, float) and v != v)).all():
-                _fail(path, f"damaged table {table}: column {col} holds non-text values")
-            df[col] = s.fillna("")
-            continue
-        # pandas reads SQL NULL in a numeric column as NaN (SQLite itself stores NaN as NULL), so
-        # NaN is "missing" here; whether missing is allowed is checked below per column. A column
-        # pandas typed int64/float64 holds only numbers (checked at once); an object column (text,
-        # blobs, integers beyond int64) is checked value by value, exactly, before floats round.
-        if is_numeric_dtype(s) and not is_bool_dtype(s):
-            if (s.abs() > MAX_ABS).any():
-                _fail(path, f"damaged table {table}: column {col} holds values out of range (beyond 2**53)")
-        else:
-            if not s.map(lambda v: v is None or isinstance(v, (int, float))).all():
-                _fail(path, f"damaged table {table}: column {col} holds non-numeric values")
-            if not s.map(lambda v: v is None or v != v or abs(v) <= MAX_ABS).all():
-                _fail(path, f"damaged table {table}: column {col} holds values out of range (beyond 2**53)")
-        num = pd.to_numeric(df[col], errors="coerce")
-        if col not in ("ppid", "first_seen", "last_seen", "util_pct", "mem_used_bytes", "ns_pid",
-                       "mem_total_bytes", "sm_util_pct") and num.isna().any():
-            _fail(path, f"damaged table {table}: column {col} has missing values")
-        if col in ("samples", "cpu_s", "bytes", "ios", "count", "packets", "calls", "time_ns",
-                   "seconds", "user_s", "system_s", "on_cpu_ns", "runq_ns", "off_cpu_ns", "ns",
-                   "duration_ns") and (num < 0).any():
-            _fail(path, f"damaged table {table}: column {col} has negative values")
-        df[col] = num
-    return df
 
 
 def find_default(directory: str | os.PathLike = ".") -> Path:

@@ -37,36 +37,14 @@ def summarize(rec: Recording) -> dict:
     host_times = rec.table("host_cpu").groupby("field")["seconds"].sum()
     host_times = {k: round(float(v), 6) for k, v in host_times.items()}
 
-    if split:
-        host_total = float(busy["cpu_s"].sum())
-        idle = float(cat.loc[cat["category"] == IDLE, "cpu_s"].sum())
-    else:
-        idle = host_times.get("idle", 0.0) + host_times.get("iowait", 0.0)
-        host_total = sum(v for k, v in host_times.items() if k not in ("idle", "iowait"))
+    host_total, idle = _host_busy_idle(cat, busy, host_times, split)
 
     wl = busy[busy["pid"].isin(rec.workload_pids)]
     proc_cpu = rec.table("proc_cpu")
     proc_cpu_tot = proc_cpu.groupby("pid")[["user_s", "system_s"]].sum()
     wl_proc_s = float(proc_cpu_tot.sum().sum()) if not proc_cpu_tot.empty else 0.0
 
-    procs = rec.table("processes")
-    processes = []
-    for row in procs[procs["in_workload"] != 0].itertuples():
-        mine = wl[wl["pid"] == row.pid]
-        if split:
-            cpu_s = float(mine["cpu_s"].sum())
-        elif row.pid in proc_cpu_tot.index:
-            cpu_s = float(proc_cpu_tot.loc[row.pid].sum())
-        else:
-            cpu_s = 0.0
-        processes.append({
-            "pid": int(row.pid),
-            "ppid": None if row.ppid != row.ppid else int(row.ppid),
-            "comm": row.comm,
-            "cpu_s": round(cpu_s, 6),
-            "by_category": _by_category(mine) if split else None,
-        })
-    processes.sort(key=lambda p: -p["cpu_s"])
+    processes = _processes(rec, wl, proc_cpu_tot, split)
 
     lost = rec.table("lost").groupby("kind")["count"].sum()
     lost = {k: int(v) for k, v in lost.items()}
@@ -107,6 +85,38 @@ def summarize(rec: Recording) -> dict:
         "lost_samples": int(sum(v for k, v in lost.items() if k.startswith("samples"))),
         "lost": lost,
     }
+
+
+def _host_busy_idle(cat, busy, host_times: dict, split: bool) -> tuple[float, float]:
+    """(busy, idle) host CPU seconds: from the classified rows with a category split, else from
+    /proc/stat's times (idle + iowait idle, the rest busy)."""
+    if split:
+        return float(busy["cpu_s"].sum()), float(cat.loc[cat["category"] == IDLE, "cpu_s"].sum())
+    idle = host_times.get("idle", 0.0) + host_times.get("iowait", 0.0)
+    return sum(v for k, v in host_times.items() if k not in ("idle", "iowait")), idle
+
+def _processes(rec: Recording, wl, proc_cpu_tot, split: bool) -> list[dict]:
+    """The workload's processes, busiest first: [{pid, ppid, comm, cpu_s, by_category}]; CPU from
+    the classified rows ``wl`` with a category split, else from proc_cpu totals ``proc_cpu_tot``."""
+    procs = rec.table("processes")
+    processes = []
+    for row in procs[procs["in_workload"] != 0].itertuples():
+        mine = wl[wl["pid"] == row.pid]
+        if split:
+            cpu_s = float(mine["cpu_s"].sum())
+        elif row.pid in proc_cpu_tot.index:
+            cpu_s = float(proc_cpu_tot.loc[row.pid].sum())
+        else:
+            cpu_s = 0.0
+        processes.append({
+            "pid": int(row.pid),
+            "ppid": None if row.ppid != row.ppid else int(row.ppid),
+            "comm": row.comm,
+            "cpu_s": round(cpu_s, 6),
+            "by_category": _by_category(mine) if split else None,
+        })
+    processes.sort(key=lambda p: -p["cpu_s"])
+    return processes
 
 
 def _softirq(rec: Recording) -> dict[str, float]:

@@ -36,6 +36,9 @@ class Progress:
             self._live = Live(console=console, auto_refresh=False, transient=True,
                               redirect_stdout=False, redirect_stderr=False)
             self._live.start()
+            # Live hides the cursor until stop(); a recorder killed with -9 never stops it, so
+            # keep the cursor shown (the line is redrawn in place either way).
+            console.show_cursor(True)
         line = f"dpuprof report: {message} [{elapsed:.1f} s]"
         self._live.update(Text(line[:200], no_wrap=True, overflow="ellipsis"), refresh=True)
 

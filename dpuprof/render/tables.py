@@ -107,12 +107,17 @@ def _hz(v: RunView) -> float:
 
 
 def vendor_rows(v: RunView) -> list[Row]:
-    proj = v.projection
-    rows: list[Row] = []
-    split = v.category_split
-    dur = v.duration_s or 1.0
+    """The vendor table's rows: cores for AI, infrastructure share, each infrastructure category,
+    bytes and IOPS, the modelled all-reduce and the job speedup, measured beside projected."""
+    proj, rows = v.projection, []
+    for add in (_cores_row, _infra_row, _category_rows, _bytes_rows, _allreduce_row, _speedup_row):
+        add(v, proj, rows)
+    return rows
 
-    # 1. cores available for AI
+
+def _cores_row(v: RunView, proj: dict | None, rows: list[Row]) -> None:
+    """CPU cores available for AI, before and after."""
+    split = v.category_split
     cfa = (proj or {}).get("cores_for_ai") or {}
     before = num(cfa.get("before_pct"))
     before = before if before is not None else v.cores_for_ai_pct
@@ -130,7 +135,10 @@ def vendor_rows(v: RunView) -> list[Row]:
                     ["100 % minus network, storage, crypto and compression CPU, of all cores x duration"],
                     VENDOR["cores_for_ai"]))
 
-    # 2. infrastructure share of busy CPU
+
+def _infra_row(v: RunView, proj: dict | None, rows: list[Row]) -> None:
+    """The infrastructure share of busy host CPU."""
+    split = v.category_split
     if split and v.busy_s:
         share = 100 * v.infra_s / v.busy_s
         lo, hi = scaled_share_ci(v.infra_s / v.busy_s, v.infra_samples, v.busy_samples)
@@ -148,7 +156,10 @@ def vendor_rows(v: RunView) -> list[Row]:
     else:
         rows.append(Row("Infrastructure share of host CPU", "n/a (no category split)"))
 
-    # 3-6. per infrastructure category
+
+def _category_rows(v: RunView, proj: dict | None, rows: list[Row]) -> None:
+    """One row per infrastructure category: cores, projected cores, sampling range."""
+    split, dur, hz = v.category_split, v.duration_s or 1.0, _hz(v)
     for c in INFRASTRUCTURE:
         if not split:
             rows.append(Row(f"{c.capitalize()} CPU", "n/a (no category split)"))
@@ -165,7 +176,10 @@ def vendor_rows(v: RunView) -> list[Row]:
                         DASH if after_s is None else fmt_cores(after_s / dur),
                         fmt_rel(cpu_s, after_s), rng, _mechanisms(proj, c)))
 
-    # 7-9. bytes and IOPS
+
+def _bytes_rows(v: RunView, proj: dict | None, rows: list[Row]) -> None:
+    """Network bytes, storage bytes and IOPS: a DPU moves the same ones."""
+    dur = v.duration_s or 1.0
     net, io = v.summary.get("net") or {}, v.summary.get("io") or {}
     tx, rx = float(net.get("tx_bytes") or 0), float(net.get("rx_bytes") or 0)
     rows.append(Row("Network bytes moved", f"{fmt_bytes(tx + rx)} (tx {fmt_bytes(tx)}, rx {fmt_bytes(rx)}; "
@@ -184,7 +198,9 @@ def vendor_rows(v: RunView) -> list[Row]:
                     f"peak {float((v.io['read_iops'] + v.io['write_iops']).max() or 0):,.0f} IO/s"
                     if not v.io.empty else DASH, ["block-layer completions, all devices"]))
 
-    # 10. all-reduce (only when the projection models it)
+
+def _allreduce_row(v: RunView, proj: dict | None, rows: list[Row]) -> None:
+    """The modelled all-reduce time per step, only when the projection models it."""
     ar = (proj or {}).get("allreduce")
     if isinstance(ar, dict):
         tcp, rdma = num(ar.get("tcp_us")), num(ar.get("rdma_us"))
@@ -196,7 +212,9 @@ def vendor_rows(v: RunView) -> list[Row]:
                         ["ring all-reduce, alpha-beta model"] + text_list(ar.get("assumptions")),
                         VENDOR["allreduce"]))
 
-    # 11. speedup
+
+def _speedup_row(v: RunView, proj: dict | None, rows: list[Row]) -> None:
+    """The job speedup, or why there is none."""
     sp = (proj or {}).get("speedup") or {}
     low, exp, high = num(sp.get("low")), num(sp.get("expected")), num(sp.get("high"))
     if proj and sp:  # expected and high may be null: unbounded (the job's CPU time would vanish)
@@ -211,7 +229,6 @@ def vendor_rows(v: RunView) -> list[Row]:
     else:
         rows.append(Row("Job speedup", "1.00x (baseline)", DASH, DASH, DASH,
                         ["no projection: run dpuprof project on this recording"]))
-    return rows
 
 
 def _regime_lines(sp: dict) -> list[str]:
