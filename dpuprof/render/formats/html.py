@@ -197,7 +197,8 @@ def run_context(v: RunView, flame_title: str | None = None, svg_id: str = "flame
     return {"name": v.name, "meta": meta_items(v), "warnings": v.warnings, "kpis": kpis(v),
             "vendor": vendor_table(v), "breakdown": breakdown(v), "flame_svg": svg,
             "window": S.window_text(v) if v.recording is not None else None,
-            "gpu": S.gpu_context(v, figure, gpu_heading), "steps": S.steps_context(v)}
+            "gpu": S.gpu_context(v, figure, gpu_heading), "steps": S.steps_context(v),
+            "causes": S.causes_context(v)}
 
 
 def _compare_context(report: Report) -> dict:

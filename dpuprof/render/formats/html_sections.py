@@ -91,3 +91,13 @@ def steps_context(v: RunView) -> dict | None:
             "summary": {"header": ["per step", "median", "p90", "mean"], "rows": summ, "num_cols": (1, 2, 3)},
             "rows": {"header": ["step", "start (s)", "wall (s)", "infrastructure CPU (s)", "busy host CPU (s)"],
                      "rows": rows, "num_cols": range(5)}}
+
+
+def causes_context(v: RunView) -> dict | None:
+    """Kernel work by its user-space cause (render/causes.py) as a table dict; None without causes."""
+    if v.recording is None:
+        return None
+    from dpuprof.render.causes import HEADER, TOP, cause_frame, cause_rows
+
+    rows = cause_rows(cause_frame(v.recording))
+    return {"header": HEADER, "rows": rows, "num_cols": (2, 3), "top": TOP} if rows else None

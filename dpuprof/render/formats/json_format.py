@@ -2,8 +2,9 @@
 ``projection`` key when a projection exists.
 
 Beside the summary, per run (dpuprof/render/gpu.py, steps.py): ``gpu`` (devices, per-process
-shares, the per-interval timeline; null without GPU samples, then ``gpu_note`` says why) and ``steps``
-(summary and per-step table; null without step markers).
+shares, the per-interval timeline; null without GPU samples, then ``gpu_note`` says why), ``steps``
+(summary and per-step table; null without step markers) and ``kernel_by_cause`` (kernel work by the
+user-space work that caused it, dpuprof/render/causes.py; null without causes).
 
 Several recordings: ``{"kind": "compare"|"merge", "runs": [summary, ...]}`` plus ``comparison``
 (per-category shares and the z-test) or ``total`` (the job view: the summary of the nodes' merged
@@ -22,12 +23,14 @@ def run_data(v) -> dict:
     """A run's summary plus its GPU and per-step views (where it has its recording)."""
     if v.recording is None:  # a merged cluster total: each node carries its own
         return v.summary
+    from dpuprof.render.causes import as_records, cause_frame
     from dpuprof.render.gpu import gpu_view
     from dpuprof.render.steps import steps_view
 
     gpu, note = gpu_view(v.recording)
     steps = steps_view(v.recording)
-    extra = {"gpu": None if gpu is None else gpu.as_dict(), "steps": None if steps is None else steps.as_dict()}
+    extra = {"gpu": None if gpu is None else gpu.as_dict(), "steps": None if steps is None else steps.as_dict(),
+             "kernel_by_cause": as_records(cause_frame(v.recording))}
     if note:
         extra["gpu_note"] = note
     return dict(v.summary, **extra)

@@ -102,6 +102,11 @@ def gpu_and_steps(v: RunView, st: Style) -> list[str]:
     steps = steps_view(v.recording)
     if steps is not None:
         out += ["", st.bold("Per step"), f"  {clean(steps.summary_line())}"]
+    from dpuprof.render.causes import HEADER, cause_frame, cause_rows
+
+    causes = cause_rows(cause_frame(v.recording))
+    if causes:
+        out += ["", st.bold("Kernel work by its user-space cause"), text_table(HEADER, causes, right=(2, 3))]
     return out
 
 
