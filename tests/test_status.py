@@ -38,4 +38,4 @@ def test_update_on_a_tty_redraws_one_line_and_clear_erases_it():
     status.clear()
     text = out.getvalue()
     assert "5 samples" in text and "9 samples" in text and "\r\x1b[2K" in text  # redrawn in place
-    assert text.endswith("\x1b[2K") and status._live is None  # erased, nothing left running
+    assert text.endswith("\x1b[2K") and not status._line.shown  # erased, nothing left running

@@ -3,7 +3,7 @@
 eBPF mode: stack samples and the top categories. psutil mode (``--probes psutil``) takes no
 samples, so it shows what it does collect: the workload's CPU seconds and its processes.
 
-On a TTY the line is a rich ``Live`` display, redrawn in place on each update (no refresh thread)
+On a TTY the line is a dpuprof.liveline.LiveLine (rich ``Live``), redrawn in place on each update
 and erased by ``clear``; on a pipe or file it is a plain line every ``every_s`` seconds.
 """
 
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import sys
 import time
+
+from dpuprof.liveline import LiveLine
 
 
 class StatusLine:
@@ -22,7 +24,7 @@ class StatusLine:
         self.tty = self.stream.isatty()
         self.every_s = every_s
         self._last = 0.0
-        self._live = None
+        self._line = LiveLine(self.stream)
 
     def update(self, elapsed_s: float, samples: int, categories, lost: int, *,
                workload_cpu_s: float | None = None, processes: int | None = None) -> None:
@@ -57,23 +59,8 @@ class StatusLine:
             self.stream.write(line + "\n")
             self.stream.flush()
             return
-        from rich.text import Text
-
-        if self._live is None:
-            from rich.console import Console
-            from rich.live import Live
-
-            console = Console(file=self.stream, force_terminal=True, markup=False, highlight=False, emoji=False)
-            self._live = Live(console=console, auto_refresh=False, transient=True,
-                              redirect_stdout=False, redirect_stderr=False)
-            self._live.start()
-            # Live hides the cursor until stop(); a recorder killed with -9 never stops it, so
-            # keep the cursor shown (the line is redrawn in place either way).
-            console.show_cursor(True)
-        self._live.update(Text(line, no_wrap=True, overflow="ellipsis"), refresh=True)
+        self._line.show(line)
 
     def clear(self) -> None:
         """Erase the line (TTY); nothing to do on a pipe."""
-        if self._live is not None:
-            self._live.stop()
-            self._live = None
+        self._line.clear()
