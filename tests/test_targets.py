@@ -219,6 +219,7 @@ def test_cgroup_newcomers_that_started_before_are_marked_moved_in(tmp_path, monk
     group.mkdir()
     procs_file = group / "cgroup.procs"
     old = subprocess.Popen(["sleep", "30"])  # started before the recording
+    time.sleep(0.05)  # /proc's start time has 10-ms ticks: old must be older by more than one
     try:
         procs_file.write_text("")
         monkeypatch.setattr(targets, "cgroup_dir", lambda path: str(group))

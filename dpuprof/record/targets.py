@@ -249,10 +249,12 @@ class Workload:
             return
         # A process moved into the cgroup during the recording that started before it: its CPU
         # must count from now, not from its start (a child forked inside is new and counts whole).
+        # /proc's starttime is truncated to a clock tick, so a process born in the tick the
+        # recording started in reads as older: only one whose tick ended before the start is old.
         tick = os.sysconf("SC_CLK_TCK")
         for tid in seeded:
             st = procfs.stat(tid)
-            if st is not None and st.starttime / tick < self.started_boot_s and procfs.tgid(tid) == tid:
+            if st is not None and (st.starttime + 1) / tick <= self.started_boot_s and procfs.tgid(tid) == tid:
                 self.moved_in.add(tid)
 
     def take_moved_in(self) -> list[int]:
