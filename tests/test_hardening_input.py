@@ -546,3 +546,15 @@ def test_dpu_profile_fuzz_validates_or_refuses_in_one_line(small_rec):
     run()
     print(f"DPU profile fuzz: {counts}")
     assert counts["refused"] > 0
+
+
+def test_a_lone_surrogate_in_metadata_is_one_line_not_a_traceback(tmp_path):
+    # Found by the fuzzer: JSON "\ud800" decodes to a string no output format can encode.
+    path = tmp_path / "r.rec"
+    shutil.copy(FIXTURES / "compute-bound" / "recording.rec", path)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE meta SET value = ? WHERE key = 'host'", ('"\\ud800"',))
+    proc = dpuprof("report", path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    line, = proc.stderr.strip().splitlines()
+    assert "damaged metadata value for 'host'" in line

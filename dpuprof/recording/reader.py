@@ -151,6 +151,8 @@ def _load(path: Path, source: Path, writable: bool = False) -> Recording:
                 _fail(path, "damaged metadata (non-text key or value)")
             try:
                 meta[key] = json.loads(value, parse_constant=_reject_constant, parse_float=_finite_float)
+                # a JSON escape can smuggle in a lone surrogate, which no output format can encode
+                json.dumps(meta[key], ensure_ascii=False).encode("utf-8")
             except (ValueError, RecursionError) as err:
                 _fail(path, f"damaged metadata value for {key!r} ({_first_line(err)})")
         version = meta.get("schema_version")
