@@ -57,8 +57,8 @@ def test_drain_empties_the_drained_stack_maps():
     """The measurement behind the fix: after each drain the drained buffer's stack maps hold no
     stack (bcc's StackTrace.clear() alone leaves them full), and the other buffer is untouched.
 
-    Run in a fresh interpreter: the drain symbolises every sampled process, this one included, and
-    a pytest process that other tests made import torch takes a minute to symbolise."""
+    Run in a fresh interpreter that samples only itself: the drain symbolises every sampled
+    process, and a pytest process that other tests made import torch takes a minute to symbolise."""
     proc = subprocess.run([PYTHON, "-c", "import test_stack_loss_root as t; t.drain_check()"],
                           cwd=Path(__file__).parent, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
@@ -66,6 +66,7 @@ def test_drain_empties_the_drained_stack_maps():
 
 def drain_check():
     """The body of test_drain_empties_the_drained_stack_maps (raises AssertionError on failure)."""
+    import os
     import threading
 
     from dpuprof.record import probes
@@ -79,7 +80,7 @@ def drain_check():
     assert used == ["cpu_sample"]
     try:
         bpf.attach_perf_event(ev_type=bcc.PerfType.SOFTWARE, ev_config=bcc.PerfSWConfig.CPU_CLOCK,
-                              fn_name="on_sample", sample_freq=999, cpu=-1)
+                              fn_name="on_sample", sample_freq=999, pid=os.getpid(), cpu=-1)
         drainer = SampleDrainer(bpf, Symbolizer(bcc.BPF), Classifier())
         stop = threading.Event()
 
