@@ -117,10 +117,13 @@ class Run:
 
     def gpu(self):
         """NVML GPU samples: DataFrame[interval, t_start, t_s, gpu_index, util_pct,
-        mem_used_bytes]; empty where the host had no GPU (``meta["gpu"]`` says why)."""
+        mem_used_bytes, mem_total_bytes] (bytes; mem_total_bytes NaN in files from before schema
+        3); empty where the host had no GPU (``meta["gpu"]`` says why)."""
         g = self.recording.table("gpu")
+        if "mem_total_bytes" not in g.columns:
+            g = g.assign(mem_total_bytes=float("nan"))
         out = g.merge(self._times()[["interval", "t_start", "t_s"]], on="interval", how="left")
-        return out[["interval", "t_start", "t_s", "gpu_index", "util_pct", "mem_used_bytes"]]
+        return out[["interval", "t_start", "t_s", "gpu_index", "util_pct", "mem_used_bytes", "mem_total_bytes"]]
 
     def summary(self) -> dict:
         """The summary ``dpuprof report --format json`` prints for this run (without a projection):

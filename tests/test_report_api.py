@@ -55,7 +55,8 @@ def test_api_dataframes_equal_the_cli_json_totals(fixture, tmp_path):
     assert int(st["samples"].sum()) == sum(folded.values())
     assert run.meta["recorder_pid"] not in set(st["pid"])
     assert run.summary() == {k: v for k, v in got.items() if k != "recording"} | {"recording": str(rec)}
-    assert list(run.gpu().columns) == ["interval", "t_start", "t_s", "gpu_index", "util_pct", "mem_used_bytes"]
+    assert list(run.gpu().columns) == ["interval", "t_start", "t_s", "gpu_index", "util_pct", "mem_used_bytes",
+                                  "mem_total_bytes"]
 
 
 def test_project_is_callable_and_still_the_package(tmp_path):
