@@ -206,6 +206,26 @@ def test_v3_old_stack_samples_merge_into_buckets_at_close(tmp_path):
     assert "stack_buckets" not in cut.meta or cut.meta["stack_buckets"] is None
 
 
+def test_a_time_window_inside_a_merged_bucket_keeps_its_share_of_the_stacks(tmp_path):
+    from types import SimpleNamespace
+
+    from dpuprof.render.timewindow import cut
+
+    rec = load(_write_v3(tmp_path / "r.rec", intervals=40, bucket_after_s=15.0, bucket_s=10.0))
+
+    def samples(intervals):
+        window = SimpleNamespace(intervals=list(intervals), as_dict=lambda: {})
+        return cut(rec, window).table("stack_samples")
+
+    # 6 samples an interval, 3 stacks: 3 of bucket 10's 10 intervals keep 3/10 of its 60 samples.
+    inside = samples([12, 13, 14])
+    assert inside["samples"].sum() == 18 and set(inside["interval"]) == {10}
+    assert samples(range(40))["samples"].sum() == 240  # the whole run: nothing lost
+    # Windows that split the buckets at their edges add up to the whole.
+    assert samples(range(0, 20))["samples"].sum() + samples(range(20, 40))["samples"].sum() == 240
+    assert samples(range(25, 30))["samples"].sum() == 30  # recent intervals: exact, per interval
+
+
 def test_v3_damaged_blobs_and_ids_are_one_line_errors(tmp_path):
     for sql, needle in [("UPDATE stack_list SET frames = x'81' WHERE stack_id = 1", "stack_list"),
                         ("UPDATE stack_list SET frames = x'8f7f' WHERE stack_id = 1", "missing frame"),
