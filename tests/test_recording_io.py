@@ -61,7 +61,7 @@ def test_file_is_not_world_writable(tmp_path):
     (b"", "not a dpuprof recording"),
     (os.urandom(4096), "not a dpuprof recording"),
     (b"SQLite format 3\x00" + b"\x00" * 100, "damaged"),
-])
+], ids=["empty", "random", "zeroed-sqlite"])  # ids that do not depend on the random bytes
 def test_garbage_files(tmp_path, content, needle):
     path = tmp_path / "bad.rec"
     path.write_bytes(content)
