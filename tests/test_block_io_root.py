@@ -76,11 +76,13 @@ def test_raw_tracepoints_count_every_io_as_the_classic_ones_do(tmp_path, loop_de
     print(f"raw {_counts(raw, dev)}; classic {got}, {missed} missed")
     for op, (nbytes, ios) in want.items():
         assert ios - missed <= got[op][1] <= ios and got[op][0] == got[op][1] * BS, (op, got, missed)
-    # (c) Every IO issued and completed while recording is in the latency histogram; IOs issued
-    # before the probes attached (other devices' IO, seconds earlier) are counted without one.
+    # (c) Every IO issued and completed while recording is in the latency histogram. The host's
+    # other IO makes small differences: an IO issued before the probes attached is counted without
+    # a latency, and the recorder reads the counts and the histogram one after the other while
+    # IO goes on (so either may be ahead by what completes in between).
     blk, lat = raw.table("block_io"), raw.table("block_latency")
     for op in ("read", "write"):
         ios = int(blk.loc[blk["op"] == op, "ios"].sum())
         in_hist = int(lat.loc[lat["op"] == op, "count"].sum())
         print(f"raw {op}: {ios} IOs on all devices, {in_hist} in the latency histogram")
-        assert 0 <= ios - in_hist <= 8, (op, ios, in_hist)
+        assert abs(ios - in_hist) <= max(8, ios // 100), (op, ios, in_hist)
