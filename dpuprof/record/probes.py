@@ -14,8 +14,9 @@ Hooks: softirq, net_dev and block_io attach to raw tracepoints where the kernel 
 net_dev and block_io, where BTF gives the running kernel's struct offsets and constants): classic
 tracepoint programs are skipped while any other BPF program runs on that CPU (the kernel's
 bpf_prog_active recursion guard; each skip is a ``missed_<program>`` in the recording's ``lost``
-table), raw tracepoint programs only when they would recurse into themselves. Without raw tracepoints or BTF they use the classic tracepoints; the
-recording's metadata ``probe_hooks`` says which ran (``hooks``).
+table), raw tracepoint programs only when they would recurse into themselves. Without raw
+tracepoints or BTF they use the classic tracepoints; the recording's metadata ``probe_hooks`` says
+which ran (``hooks``).
 
 Test knobs: ``DPUPROF_NO_RAW_TP=1`` forces the classic tracepoints (to compare the two).
 ``DPUPROF_MAP_ENTRIES=counts=8,stacks0=4`` overrides the ``max_entries`` of the named
