@@ -63,6 +63,24 @@ def test_offsets_through_anonymous_members_and_qualifiers(synthetic):
     assert synthetic.name(synthetic.find("net_device")) == "net_device"
 
 
+def test_enumerators_of_enum_and_enum64():
+    names = ["req_op", "REQ_OP_READ", "REQ_OP_DRV_IN", "big", "NEG", "HUGE"]
+    _, s = _blob([], names)
+    types = [
+        _t(s["req_op"], btf.ENUM, 2, 4, extra=struct.pack("<IIII", s["REQ_OP_READ"], 0, s["REQ_OP_DRV_IN"], 34)),
+        _t(s["big"], btf.ENUM64, 2, 8, kflag=True,  # signed: the high bit makes a negative value
+           extra=struct.pack("<IIIIII", s["NEG"], 0xFFFFFFFE, 0xFFFFFFFF, s["HUGE"], 1, 2)),
+    ]
+    data, _ = _blob(types, names)
+    b = Btf(data)
+    assert b.enumerator("REQ_OP_READ") == 0 and b.enumerator("REQ_OP_DRV_IN") == 34
+    assert b.enumerator("NEG") == -2 and b.enumerator("HUGE") == (2 << 32) | 1
+    with pytest.raises(BtfError, match="no enumerator"):
+        b.enumerator("REQ_OP")  # a prefix of a name is not the name
+    with pytest.raises(BtfError, match="no enumerator"):
+        b.enumerator("req_op")  # a type's name is not an enumerator
+
+
 def test_errors_are_btf_errors(synthetic):
     with pytest.raises(BtfError, match="no member"):
         synthetic.member("sk_buff", "nope")
@@ -78,8 +96,11 @@ def test_errors_are_btf_errors(synthetic):
 
 # Members whose offsets the probes use, plus a few deep in big structs as a check of the reader.
 KERNEL_MEMBERS = [("sk_buff", "len"), ("sk_buff", "dev"), ("net_device", "name"),
+                  ("request", "q"), ("request", "cmd_flags"), ("request_queue", "disk"),
+                  ("gendisk", "major"), ("gendisk", "first_minor"),
                   ("net_device", "ifindex"), ("task_struct", "mm"), ("task_struct", "tgid"),
                   ("sock", "sk_rcvbuf"), ("file", "f_inode")]
+KERNEL_ENUMS = ["__REQ_FAILFAST_DEV", "REQ_OP_READ", "REQ_OP_WRITE", "REQ_OP_DRV_IN", "TCP_CLOSE"]
 
 
 @pytest.mark.skipif(not btf.VMLINUX.exists() or not shutil.which("bpftool") or not shutil.which("gcc"),
@@ -90,11 +111,12 @@ def test_offsets_match_the_compiler_on_bpftool_vmlinux_h(tmp_path):
     with open(header, "w") as fh:
         subprocess.run(["bpftool", "btf", "dump", "file", str(btf.VMLINUX), "format", "c"], stdout=fh, check=True)
     prints = "\n".join(f'printf("%lu\\n", (unsigned long)&((struct {s} *)0)->{m});' for s, m in KERNEL_MEMBERS)
+    prints += "\n".join(f'printf("%ld\\n", (long){e});' for e in KERNEL_ENUMS)
     src = tmp_path / "off.c"
     src.write_text(f'#include "vmlinux.h"\nint printf(const char *, ...);\nint main(void) {{ {prints} return 0; }}\n')
     subprocess.run(["gcc", "-w", "-o", str(tmp_path / "off"), str(src)], check=True)
     truth = [int(x) for x in subprocess.run([str(tmp_path / "off")], capture_output=True, text=True,
                                             check=True).stdout.split()]
     k = Btf.load()
-    assert [k.member(s, m).offset for s, m in KERNEL_MEMBERS] == truth
+    assert [k.member(s, m).offset for s, m in KERNEL_MEMBERS] + [k.enumerator(e) for e in KERNEL_ENUMS] == truth
     assert k.member("sk_buff", "len").size == 4 and k.member("net_device", "name").size == 16

@@ -8,6 +8,7 @@ from dpuprof.record import btf, probes
 
 NET = next(p for p in probes.PROBES if p.name == "net_dev")
 SOFTIRQ = next(p for p in probes.PROBES if p.name == "softirq")
+BLOCK = next(p for p in probes.PROBES if p.name == "block_io")
 
 
 class _Bcc:
@@ -19,8 +20,18 @@ class _Bcc:
 
 
 class _FakeBtf:
+    OFFSETS = {"len": 112, "dev": 16, "name": 280, "q": 0, "cmd_flags": 24, "disk": 104, "major": 0,
+               "first_minor": 4}
+    SIZES = {"cmd_flags": 4, "major": 4, "first_minor": 4}
+    ENUMS = {"__REQ_FAILFAST_DEV": 8, "REQ_OP_READ": 0, "REQ_OP_WRITE": 1}
+
     def member(self, struct_name, member):
-        return btf.Member({"len": 112, "dev": 16, "name": 280}[member], 8)
+        return btf.Member(self.OFFSETS[member], self.SIZES.get(member, 8))
+
+    def enumerator(self, name):
+        if name not in self.ENUMS:
+            raise btf.BtfError(f"no enumerator {name!r} in BTF")
+        return self.ENUMS[name]
 
 
 @pytest.fixture
@@ -36,6 +47,23 @@ def test_raw_variant_gets_the_btf_offsets_as_defines(fake_btf):
                                     "#define NET_SKB_DEV_OFF 16", "#define NET_DEV_NAME_OFF 280"]
     assert probes._source(NET, defines).startswith(defines)  # ahead of the probe's own text
     assert probes.raw_defines(SOFTIRQ, _Bcc)[0] == "#define SOFTIRQ_RAW_TP 1\n"  # needs no BTF
+
+
+def test_block_io_raw_variant_gets_offsets_and_enumerators(fake_btf, monkeypatch):
+    defines, why = probes.raw_defines(BLOCK, _Bcc)
+    assert why == ""
+    assert defines.splitlines() == [
+        "#define BLOCK_IO_RAW_TP 1", "#define BLK_RQ_Q_OFF 0", "#define BLK_RQ_FLAGS_OFF 24",
+        "#define BLK_Q_DISK_OFF 104", "#define BLK_DISK_MAJOR_OFF 0", "#define BLK_DISK_MINOR_OFF 4",
+        "#define BLK_OP_BITS 8", "#define BLK_OP_READ 0", "#define BLK_OP_WRITE 1"]
+    # A member of another width than the program reads, or a missing enumerator: classic version.
+    monkeypatch.setitem(_FakeBtf.SIZES, "cmd_flags", 8)
+    assert probes.raw_defines(BLOCK, _Bcc) == (None, "BTF: request.cmd_flags is 8 bytes, not 4")
+    monkeypatch.setitem(_FakeBtf.SIZES, "cmd_flags", 4)
+    monkeypatch.delitem(_FakeBtf.ENUMS, "__REQ_FAILFAST_DEV")
+    assert probes.raw_defines(BLOCK, _Bcc) == (None, "BTF: no enumerator '__REQ_FAILFAST_DEV' in BTF")
+    monkeypatch.setenv(probes.NO_RAW_TP_ENV, "1")
+    assert probes.raw_defines(BLOCK, _Bcc) == (None, "DPUPROF_NO_RAW_TP is set")
 
 
 def test_falls_back_without_btf_raw_tracepoints_or_when_told(fake_btf, monkeypatch):
@@ -58,9 +86,11 @@ def test_hooks_reads_which_programs_bcc_attached():
     class Bpf:
         funcs = {b"raw_tracepoint__softirq_entry": 1, b"raw_tracepoint__softirq_exit": 2,
                  b"tracepoint__net__net_dev_xmit": 3, b"tracepoint__tcp__tcp_retransmit_skb": 4,
+                 b"raw_tracepoint__block_rq_issue": 6, b"raw_tracepoint__block_rq_complete": 7,
                  b"on_sample": 5}
 
-    assert probes.hooks(Bpf) == {"softirq": "raw_tracepoint", "net_dev": "tracepoint"}
+    assert probes.hooks(Bpf) == {"softirq": "raw_tracepoint", "net_dev": "tracepoint",
+                                 "block_io": "raw_tracepoint"}
 
 
 def test_raw_tracepoint_support_is_the_kernel_version_checked_once(fake_btf):

@@ -65,9 +65,10 @@ def test_single_purpose_workload(tmp_path, direct_file, name):
 
 def test_counts_bytes_and_ios(tmp_path, direct_file):
     _, summary, own = _record(tmp_path, "odirect", PYTHON, WORKLOADS / "odirect_read.py", direct_file, "2")
-    # Every 4 KiB O_DIRECT read is one block IO. The kernel skips a tracepoint program while another
-    # BPF program runs on the same CPU (recursion protection; the sampler fires in hard-IRQ
-    # context): those completions go uncounted, but the recording reports how many.
+    # Every 4 KiB O_DIRECT read is one block IO. With the classic tracepoints (DPUPROF_NO_RAW_TP=1,
+    # or no BTF) the kernel skips the program while another BPF program runs on the same CPU
+    # (recursion protection; the sampler fires in hard-IRQ context): those completions go
+    # uncounted, but the recording reports how many (tests/test_block_io_root.py: raw vs classic).
     assert summary["io"]["source"] == "bpf"
     missed = summary["lost"].get("missed_block_rq_complete", 0)  # reported, never silent
     # (2 % slack: a completion the kernel skipped may also be one whose counter update raced.)

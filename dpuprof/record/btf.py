@@ -63,6 +63,7 @@ class Btf:
         self._strings = data[hdr_len + str_off: hdr_len + str_off + str_len]
         self._starts: list[int] = [-1]  # where type id i starts in the type section; 0 is void
         self._by_name: dict[tuple[int, int], int] = {}  # (kind, name offset) -> first type id
+        self._enums: list[int] = []  # ids of the ENUM and ENUM64 types, for ``enumerator``
         self._parse(data[hdr_len + type_off: hdr_len + type_off + type_len])
 
     @classmethod
@@ -82,7 +83,7 @@ class Btf:
         # kept tight: it runs before the probes compile); types, members and names are decoded when
         # a lookup needs them.
         self._sec = sec
-        starts, by_name = self._starts, self._by_name
+        starts, by_name, enums = self._starts, self._by_name, self._enums
         fixed, per_item, plain = _EXTRA_FIXED, _EXTRA_PER_ITEM, _NO_EXTRA
         unpack, pos, end = struct.Struct("<II").unpack_from, 0, len(sec) - 12
         while pos <= end:
@@ -92,6 +93,8 @@ class Btf:
             if (kind == STRUCT or kind == UNION) and name_off:
                 by_name.setdefault((kind, name_off), len(starts) - 1)
             if kind in per_item:
+                if kind == ENUM or kind == ENUM64:
+                    enums.append(len(starts) - 1)
                 pos += 12 + per_item[kind] * (info & 0xFFFF)
             elif kind in fixed:
                 pos += 12 + fixed[kind]
@@ -130,6 +133,35 @@ class Btf:
         if tid is None:
             raise BtfError(f"no {'struct' if kind == STRUCT else kind} {name!r} in BTF")
         return tid
+
+    def _name_offsets(self, name: str) -> set[int]:
+        """Every offset in the string section where ``name`` is stored as a whole string."""
+        needle, offs = name.encode() + b"\0", set()
+        if self._strings.startswith(needle):
+            offs.add(0)
+        off = self._strings.find(b"\0" + needle)
+        while off >= 0:
+            offs.add(off + 1)
+            off = self._strings.find(b"\0" + needle, off + 1)
+        return offs
+
+    def enumerator(self, name: str) -> int:
+        """The value of enumerator ``name`` (``REQ_OP_DRV_IN``) in the first enum that has it;
+        raises BtfError if none."""
+        offs = self._name_offsets(name)
+        for tid in self._enums if offs else ():
+            t = self.type(tid)
+            if t.kind == ENUM:
+                fmt, width = ("<Ii" if t.kind_flag else "<II"), 8  # kind_flag: signed values
+            else:
+                fmt, width = "<III", 12  # ENUM64: name, low 32 bits, high 32 bits
+            for item in struct.iter_unpack(fmt, self._sec[t.extra: t.extra + width * t.vlen]):
+                if item[0] in offs:
+                    value = item[1] if width == 8 else item[1] | (item[2] << 32)
+                    if width == 12 and t.kind_flag and value >= 1 << 63:
+                        value -= 1 << 64
+                    return value
+        raise BtfError(f"no enumerator {name!r} in BTF")
 
     def resolve(self, tid: int) -> int:
         """``tid`` with typedefs and qualifiers stripped."""

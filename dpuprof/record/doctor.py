@@ -68,7 +68,9 @@ def run_checks() -> list[dict]:
     checks.append(tfs_check)
     btf = Path("/sys/kernel/btf/vmlinux").exists()
     checks.append(_check("BTF", btf, "/sys/kernel/btf/vmlinux" if btf else "no /sys/kernel/btf/vmlinux",
-                         "a kernel built with CONFIG_DEBUG_INFO_BTF=y (optional: bcc uses headers)", required=False))
+                         "a kernel built with CONFIG_DEBUG_INFO_BTF=y (optional: without it net_dev and block_io "
+                         "use classic tracepoints, which miss events while another BPF program runs)",
+                         required=False))
     checks.extend(tracepoint_checks(tfs is not None))
     can_compile = may_bpf and has_bcc and headers["ok"] and tfs is not None
     checks.append(_perf_event_check(can_compile))

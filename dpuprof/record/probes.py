@@ -10,12 +10,13 @@ it is compiled with what it needs), and may attach functions to tracepoints by n
 for a tracepoint another probe already handles with ``TRACEPOINT_PROBE``), reading the fields
 named in ``fields`` at the offsets tracefs gives, passed as ``TPOFF_<event>_<field>`` macros.
 
-Hooks: softirq and net_dev attach to raw tracepoints where the kernel has them (and, for net_dev,
-where BTF gives the running kernel's struct offsets): classic tracepoint programs are skipped while
-any other BPF program runs on that CPU (the kernel's bpf_prog_active recursion guard; each skip is
-a ``missed_<program>`` in the recording's ``lost`` table), raw tracepoint programs only when they
-would recurse into themselves. Without raw tracepoints or BTF they use the classic tracepoints; the
-recording's metadata ``probe_hooks`` says which ran (``hooks``).
+Hooks: softirq, net_dev and block_io attach to raw tracepoints where the kernel has them (and, for
+net_dev and block_io, where BTF gives the running kernel's struct offsets and constants): classic
+tracepoint programs are skipped while any other BPF program runs on that CPU (the kernel's
+bpf_prog_active recursion guard; each skip is a ``missed_<program>`` in the recording's ``lost``
+table), raw tracepoint programs only when they would recurse into themselves. Without raw
+tracepoints or BTF they use the classic tracepoints; the recording's metadata ``probe_hooks`` says
+which ran (``hooks``).
 
 Test knobs: ``DPUPROF_NO_RAW_TP=1`` forces the classic tracepoints (to compare the two).
 ``DPUPROF_MAP_ENTRIES=counts=8,stacks0=4`` overrides the ``max_entries`` of the named
@@ -39,10 +40,14 @@ TRACEFS_CANDIDATES = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 
 @dataclass(frozen=True)
 class RawVariant:
-    """How a probe's raw-tracepoint version is compiled: ``define`` selects it in the C file, and
-    each (constant, struct, member) of ``btf`` becomes ``#define constant <byte offset>``."""
+    """How a probe's raw-tracepoint version is compiled: ``define`` selects it in the C file;
+    each (constant, struct, member[, size]) of ``btf`` becomes ``#define constant <byte offset>``
+    (with a size in bytes, a member of another size makes the raw version unusable: the program
+    reads it with a fixed width), and each (constant, enumerator) of ``enums`` becomes
+    ``#define constant <value>``, both from the running kernel's BTF."""
     define: str
-    btf: tuple[tuple[str, str, str], ...] = ()
+    btf: tuple[tuple, ...] = ()
+    enums: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -66,7 +71,14 @@ PROBES = (
     Probe("cpu_sample", "cpu_sample.bpf.c", ("sched:sched_switch",), perf_event=True),
     Probe("softirq", "softirq.bpf.c", ("irq:softirq_entry", "irq:softirq_exit"),
           raw=RawVariant("SOFTIRQ_RAW_TP")),
-    Probe("block_io", "block_io.bpf.c", ("block:block_rq_issue", "block:block_rq_complete")),
+    Probe("block_io", "block_io.bpf.c", ("block:block_rq_issue", "block:block_rq_complete"),
+          raw=RawVariant("BLOCK_IO_RAW_TP",
+                         (("BLK_RQ_Q_OFF", "request", "q", 8), ("BLK_RQ_FLAGS_OFF", "request", "cmd_flags", 4),
+                          ("BLK_Q_DISK_OFF", "request_queue", "disk", 8),
+                          ("BLK_DISK_MAJOR_OFF", "gendisk", "major", 4),
+                          ("BLK_DISK_MINOR_OFF", "gendisk", "first_minor", 4)),
+                         (("BLK_OP_BITS", "__REQ_FAILFAST_DEV"), ("BLK_OP_READ", "REQ_OP_READ"),
+                          ("BLK_OP_WRITE", "REQ_OP_WRITE")))),
     Probe("net_dev", "net_dev.bpf.c", ("net:net_dev_xmit", "net:netif_receive_skb", "tcp:tcp_retransmit_skb"),
           raw=RawVariant("NET_DEV_RAW_TP", (("NET_SKB_LEN_OFF", "sk_buff", "len"),
                                             ("NET_SKB_DEV_OFF", "sk_buff", "dev"),
@@ -169,8 +181,13 @@ def raw_defines(probe: Probe, bpf_cls, supported: bool | None = None) -> tuple[s
         return None, "this kernel has no raw tracepoints"
     lines = [f"#define {probe.raw.define} 1"]
     try:
-        for const, struct_name, member in probe.raw.btf:
-            lines.append(f"#define {const} {_kernel_btf().member(struct_name, member).offset}")
+        for const, struct_name, member, *size in probe.raw.btf:
+            found = _kernel_btf().member(struct_name, member)
+            if size and found.size != size[0]:
+                return None, f"BTF: {struct_name}.{member} is {found.size} bytes, not {size[0]}"
+            lines.append(f"#define {const} {found.offset}")
+        for const, name in probe.raw.enums:
+            lines.append(f"#define {const} {_kernel_btf().enumerator(name)}")
     except BtfError as err:
         return None, f"BTF: {err}"
     return "\n".join(lines) + "\n", ""
