@@ -57,6 +57,9 @@ KIND_LABEL = {"kernel_map": "kernel map", "user_map": "user map", "stack_error":
 
 
 def _minute(w: dict) -> str:
+    """A kind's worst minute (losses.worst_minutes): its share, which minute, how many stacks."""
+    if not w.get("count"):
+        return "none lost"
     return (f"{num(w['pct'], 2, ' %')}" + (f" (minute {w['window']}, {w['count']:,} stacks)"
                                            if w.get("window") is not None else ""))
 
