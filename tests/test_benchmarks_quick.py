@@ -5,6 +5,7 @@ checks below are ratios of CPU seconds, which do not depend on load."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 
 import pytest
@@ -60,7 +61,8 @@ def test_measured_every_tool_and_condition(quick_run):
     # 10 minutes of training): stack loss per minute, misses per program, the cost per workload CPU.
     lg = results["long"]
     assert lg["stack_loss"]["windows"] and "error" not in lg["recursion"], (lg["stack_loss"], lg["recursion"])
-    assert any(r["runs"] for r in lg["recursion"].values()), lg["recursion"]
+    if shutil.which("bpftool"):  # it names the programs, so that their run counts can be matched
+        assert any(r["runs"] for r in lg["recursion"].values()), lg["recursion"]
     assert results["overhead"]["bpf_cost"]["iperf3"]["dpuprof"]["workload_pct"] > 0
     assert results["startup"]["dpuprof"]["median_s"] > 0
 
