@@ -80,7 +80,7 @@ def stack_loss_target(lg: dict) -> dict:
     measured = ("worst minute: " + ", ".join(f"{KIND_LABEL[k]} {_minute(worst[k])}" for k in judged)
                 + (f"; {KIND_LABEL['user_unwalkable']} (apart, not judged) {_minute(worst['user_unwalkable'])}"
                    if "user_unwalkable" in worst else "")
-                + f"; {len(wins)} minutes, {sum(w['samples'] for w in wins):,} samples")
+                + f"; {len(wins)} minute{'s' if len(wins) != 1 else ''}, {sum(w['samples'] for w in wins):,} samples")
     if not long_run_judged(lg):
         return {**row, "measured": measured + _not_judged(lg), "met": None, "verdict": "—"}
     bad = [k for k in judged if (worst[k]["pct"] or 0) > TARGETS["stack_loss_pct"]]
