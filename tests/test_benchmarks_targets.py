@@ -172,3 +172,23 @@ def test_old_results_json_renders_the_new_rows_as_not_measured():
                              "cost_iperf3", "size_ratio", "rss_mb", "startup_s", "report_time"]
     assert targets["stack_loss"]["met"] is None and targets["recursion_misses"]["met"] is None
     assert targets["rss_mb"]["target"] == "≤ 100 MB"
+
+
+@pytest.mark.parametrize("frame", ["no rule; in __x64_sys_pselect6", "__x64_sys_pselect6"])
+def test_accuracy_why_quotes_the_ground_truths_overcount(frame):
+    # iperf3's stime includes its pselect6 loop: 5 % of 10 s of samples is 0.5 s of the 9.6 s of
+    # stime, so against the 9.1 s left dpuprof's 8.0 s reads 8.0 / 9.1.
+    from suite.diagnosis import why_accuracy
+
+    top = [{"frame": frame, "subcategory": "kernel_other.syscall", "share": 0.05, "under_own_category": False},
+           {"frame": "alloc_pages_mpol", "subcategory": "kernel_other.mm", "share": 0.02, "under_own_category": True}]
+    row = {"tool": "iperf3", "kind": "alone", "category": "network", "truth": "stime", "dp_cat_s": 8.0,
+           "gt_cat_s": 9.6, "ratio_cat": 8.0 / 9.6, "ratio_total": 1.0, "dp_share_cat": 0.8,
+           "perf_share_cat": 0.81, "outside": {"top": top, "outside_share": 0.2, "under_own_share": 0.02,
+                                               "under_top": top[1:]}}
+    text = why_accuracy([row])
+    assert "__x64_sys_pselect6 → kernel_other.syscall (5.0 %)" in text
+    assert "about 0.50 s of the tool's 10.00 s" in text and "Against the 9.10 s of stime left" in text
+    assert f"{8.0 / 9.1:.3f}×" in text
+    assert "alloc_pages_mpol → kernel_other.mm 2.0 % are mm, sched or syscall-entry work" in text
+    assert "To close: context rules" not in text  # they exist (dpuprof/data/rules.toml)

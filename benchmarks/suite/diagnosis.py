@@ -74,20 +74,32 @@ def _under_own_text(r: dict, out: dict) -> str:
     return text
 
 
+# System calls that wait for file descriptors: an event loop's time in them is not network or storage work.
+WAIT_SYSCALLS = ("select", "pselect6", "poll", "ppoll", "epoll_wait", "epoll_pwait", "epoll_pwait2")
+
+
+def _syscall(frame: str) -> str:
+    """The system-call entry frame of an outside_category decider ("no rule; in __x64_sys_X" in
+    recordings before syscall entry had a rule, "__x64_sys_X" after), else ""."""
+    name = frame.split("in ", 1)[1] if frame.startswith("no rule; in ") else frame
+    return name if name.startswith(("__x64_sys_", "__ia32_sys_")) else ""
+
+
 def _truth_overcount_text(r: dict, tops: list[dict]) -> str:
     """Where the ground truth counts kernel time that no rule calls the tool's category (an event
     loop's select/poll): those seconds, and the ratio against the truth without them."""
-    sys_parts = [t for t in tops if t["frame"].startswith("no rule; in __x64_sys_")]
+    sys_parts = [(_syscall(t["frame"]), t) for t in tops]
+    sys_parts = [(name, t) for name, t in sys_parts if name.split("_sys_", 1)[-1] in WAIT_SYSCALLS]
     if not sys_parts or r["truth"] != "stime" or not r.get("dp_share_cat"):
         return ""
-    share = sum(t["share"] for t in sys_parts)
+    share = sum(t["share"] for _, t in sys_parts)
     tool_s = r["dp_cat_s"] / r["dp_share_cat"]  # all of the tool's CPU, as dpuprof measured it
     over_s = share * tool_s
-    calls = ", ".join(f"{t['frame'].split('in ', 1)[1]} ({pct(t['share'])})" for t in sys_parts)
+    calls = ", ".join(f"{name} → {t['subcategory']} ({pct(t['share'])})" for name, t in sys_parts)
     rest = r["gt_cat_s"] - over_s
     return (f" The ground truth over-counts: it takes all of the tool's stime as {r['category']}, but "
-            f"{pct(share)} of its samples are in system calls that are not {r['category']} work by any "
-            f"rule: {calls}, an event loop waiting for its sockets, not moving data; that is about "
+            f"{pct(share)} of its samples are in system calls that wait for file descriptors, which no "
+            f"rule counts as {r['category']}: {calls}, an event loop waiting, not moving data; that is about "
             f"{num(over_s)} s of the tool's {num(tool_s)} s. Against the {num(rest)} s of stime left, "
             f"dpuprof's {num(r['dp_cat_s'])} s is {num(r['dp_cat_s'] / rest, 3) if rest > 0 else 'n/a'}×.")
 
