@@ -138,7 +138,8 @@ def cost_iperf3_target(res: dict) -> dict:
     target = TARGETS["cost_iperf3_workload_pct"]
     row = ((res["overhead"].get("bpf_cost") or {}).get("iperf3") or {}).get("dpuprof") or {}
     out = {"id": "cost_iperf3", "name": "CPU cost on an iperf3 loopback flood (BPF + recorder, share of "
-           "the workload's CPU)", "target": f"≤ {target:g} % of the workload's CPU", "perf": _perf_note(res, "iperf3")}
+           "the workload's CPU)", "target": f"≤ {target:g} % of the workload's CPU",
+           "perf": _perf_note(res, "iperf3")}
     if row.get("workload_pct") is None:
         machine = (f"; {num(row['machine_pct'], 2, ' %')} of the machine" if row.get("machine_pct") is not None else "")
         return {**out, "measured": f"{NOT_MEASURED} (no workload CPU in the BPF-statistics run){machine}; "
