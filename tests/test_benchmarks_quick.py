@@ -5,6 +5,7 @@ checks below are ratios of CPU seconds, which do not depend on load."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 
 import pytest
@@ -36,15 +37,15 @@ def test_writes_every_section(quick_run):
     for section in SECTIONS:
         assert section in md, section
     ids = {t["id"] for t in results["targets"]}
-    assert ids == {"accuracy_ratio", "accuracy_pp", "overhead_train", "overhead_iperf3", "size_ratio",
-                   "startup_s", "rss_mb", "report_time"}
+    assert ids == {"stack_loss", "recursion_misses", "accuracy_ratio", "accuracy_pp", "cost_ddp", "cost_iperf3",
+                   "size_ratio", "rss_mb", "startup_s", "report_time"}
     # Every target row is in the table, and the command to reproduce is written down.
     for t in results["targets"]:
         assert t["name"] in md
     assert "python3 benchmarks/run.py --quick" in md
     # No timing is judged in quick mode.
     assert all(t["met"] is None for t in results["targets"]
-               if t["id"] in ("overhead_train", "overhead_iperf3", "startup_s", "rss_mb", "report_time"))
+               if t["id"] in ("cost_ddp", "cost_iperf3", "startup_s", "rss_mb", "report_time"))
 
 
 def test_measured_every_tool_and_condition(quick_run):
@@ -56,6 +57,13 @@ def test_measured_every_tool_and_condition(quick_run):
         assert {"bare", "dpuprof"} <= set(conds)
         assert all(v["median"] > 0 for v in conds.values()), (wl, conds)
     assert results["long"]["rec_bytes"] > 0 and results["long"]["perf_bytes"] > 0
+    # Issue 11's long-run measures are taken in the smoke run too (judged only on the full run's
+    # 10 minutes of training): stack loss per minute, misses per program, the cost per workload CPU.
+    lg = results["long"]
+    assert lg["stack_loss"]["windows"] and "error" not in lg["recursion"], (lg["stack_loss"], lg["recursion"])
+    if shutil.which("bpftool"):  # it names the programs, so that their run counts can be matched
+        assert any(r["runs"] for r in lg["recursion"].values()), lg["recursion"]
+    assert results["overhead"]["bpf_cost"]["iperf3"]["dpuprof"]["workload_pct"] > 0
     assert results["startup"]["dpuprof"]["median_s"] > 0
 
 

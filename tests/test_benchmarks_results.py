@@ -36,7 +36,7 @@ def test_missed_targets_are_explained_and_quick_judges_no_timing():
     res["mode"] = "quick"
     res["targets"] = evaluate(res)
     assert all(t["met"] is None for t in res["targets"]
-               if t["id"] in ("overhead_train", "overhead_iperf3", "startup_s", "rss_mb", "report_time"))
+               if t["id"] in ("cost_ddp", "cost_iperf3", "startup_s", "rss_mb", "report_time"))
     assert "**Quick (smoke) run**" in render(res)
 
 

@@ -1,7 +1,7 @@
 """dpuprof's benchmark suite: accuracy against ground truth and against perf, overhead, output size,
 start-up, memory and report time. One command, as root:
 
-    sudo python3 benchmarks/run.py            # the full suite (about 20-25 minutes)
+    sudo python3 benchmarks/run.py            # the full suite (about 30 minutes)
     sudo python3 benchmarks/run.py --quick    # the CI smoke run (about 2 minutes)
 
 It writes RESULTS.md and results.json into ``--out`` (default: benchmarks/). Every number in
@@ -39,7 +39,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--out", type=Path, default=BENCH, help="where RESULTS.md and results.json go (default: benchmarks/)")
     ap.add_argument("--scratch", type=Path, default=Path("/var/tmp/dpuprof-bench"),
                     help="scratch directory on a real disk (O_DIRECT); the DDP shards are kept here for reuse")
-    ap.add_argument("--long-s", type=int, default=None, help="length of the memory/size run (full: 240 s)")
+    ap.add_argument("--long-s", type=int, default=None,
+                    help="length of the long run: size, memory, stack loss, recursion misses (full: 600 s)")
     ap.add_argument("--no-install", action="store_true", help="do not apt-get install missing tools")
     ap.add_argument("--check-accuracy", action="store_true",
                     help="exit 1 when an accuracy target (CPU-second ratios, not timings) is missed")

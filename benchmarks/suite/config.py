@@ -43,7 +43,7 @@ class Config:
 
 
 FULL = Config(quick=False, acc_reps=3, acc_alone_s=6, acc_together_s=10, acc_alone=True,
-              iperf_rounds=5, iperf_s=4, fio_rounds=4, fio_s=4, ddp_rounds=4, ddp_s=20, long_s=240,
+              iperf_rounds=5, iperf_s=4, fio_rounds=4, fio_s=4, ddp_rounds=4, ddp_s=20, long_s=600,
               startup_reps=5, report_runs=5)
 QUICK = Config(quick=True, acc_reps=1, acc_alone_s=2, acc_together_s=4, acc_alone=False,
                iperf_rounds=1, iperf_s=1, fio_rounds=1, fio_s=1, ddp_rounds=1, ddp_s=3, long_s=6,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from .fmt import num, pct, spread
+from .fmt import num, pct
 from .stats import cpu_estimate
 
 
@@ -41,28 +41,67 @@ def why_accuracy(bad: list[dict]) -> str:
                      f"dpuprof/data/rules.toml (for example `\"{mod}\"`), or symbolise stripped static "
                      f"binaries through their .gnu_debuglink debug files where installed.")
         if out.get("under_own_share", 0) > 0.005:
-            under = out.get("under_top") or []
-            kinds = sorted({t["subcategory"] for t in under})
-            text += (f" {pct(out['under_own_share'])} of the tool's samples sat under a {r['category']} "
-                     f"frame, but a rule on a frame nearer the leaf decided them (the leaf-most-rule "
-                     f"principle)" + (": " + ", ".join(f"{t['frame']} → {t['subcategory']} {pct(t['share'])}"
-                                                       for t in under) if under else "")
-                     + f". To close: context rules in dpuprof/data/rules.toml, so that "
-                     f"{' and '.join(k.split('.', 1)[-1] for k in kinds) or 'such'} frames under a "
-                     f"{r['category']} frame count as {r['category']}"
-                     + (" (Cai et al. count memory management and scheduling under the stack as network "
-                        "overhead)" if r["category"] == "network" else "") + ".")
+            text += _under_own_text(r, out)
         if r.get("ratio_total") is not None and abs(r["ratio_total"] - 1) > 0.03:
             text += (f" Part of the gap is the total: dpuprof charged the tool {num(r['ratio_total'], 3)}× the CPU "
                      f"the kernel accounted to it (wait4), and the category inherits that error.")
-        sys_parts = [t for t in tops if t["frame"].startswith("no rule; in __x64_sys_")]
-        if sys_parts:
-            calls = ", ".join(f"{t['frame'].split('in ', 1)[1]} ({pct(t['share'])})" for t in sys_parts)
-            text += (f" Kernel time in system calls that are not {r['category']} work by any rule: {calls} "
-                     f"(an event loop's select/poll); the ground truth counts all of {r['truth']} as "
-                     f"{r['category']}, so it over-states here, and that part is not a measurement error.")
+        text += _truth_overcount_text(r, tops)
         parts.append(text)
     return " ".join(parts)
+
+
+# Decisions the [[context]] rules of dpuprof/data/rules.toml move to a network or storage frame above.
+CONTEXT_ELIGIBLE = ("kernel_other.mm", "kernel_other.sched", "kernel_other.syscall")
+
+
+def _under_own_text(r: dict, out: dict) -> str:
+    """The samples that sat under a frame of the tool's category but stayed outside it, and why the
+    context rules did not move them."""
+    under = out.get("under_top") or []
+    eligible = [t for t in under if t["subcategory"] in CONTEXT_ELIGIBLE]
+    other = [t for t in under if t["subcategory"] not in CONTEXT_ELIGIBLE]
+    listed = lambda ts: ", ".join(f"{t['frame']} → {t['subcategory']} {pct(t['share'])}" for t in ts)  # noqa: E731
+    text = (f" {pct(out['under_own_share'])} of the tool's samples sat under a {r['category']} frame but "
+            f"stayed outside {r['category']}.")
+    if eligible:
+        text += (f" Of those, {listed(eligible)} are mm, sched or syscall-entry work, the kind the context "
+                 f"rules ([[context]] in dpuprof/data/rules.toml) give to a network or storage frame above "
+                 f"it; a context walk stops at an interrupt or softirq entry ([[boundary]]: what an interrupt "
+                 f"does is not work of the code it interrupted) and at a frame of another category (IPC, "
+                 f"crypto), and such a stop keeps the sample in its leaf's category.")
+    if other:
+        text += f" Decided by a leaf rule of a kind the context rules leave alone: {listed(other)}."
+    return text
+
+
+# System calls that wait for file descriptors: an event loop's time in them is not network or storage work.
+WAIT_SYSCALLS = ("select", "pselect6", "poll", "ppoll", "epoll_wait", "epoll_pwait", "epoll_pwait2")
+
+
+def _syscall(frame: str) -> str:
+    """The system-call entry frame of an outside_category decider ("no rule; in __x64_sys_X" in
+    recordings before syscall entry had a rule, "__x64_sys_X" after), else ""."""
+    name = frame.split("in ", 1)[1] if frame.startswith("no rule; in ") else frame
+    return name if name.startswith(("__x64_sys_", "__ia32_sys_")) else ""
+
+
+def _truth_overcount_text(r: dict, tops: list[dict]) -> str:
+    """Where the ground truth counts kernel time that no rule calls the tool's category (an event
+    loop's select/poll): those seconds, and the ratio against the truth without them."""
+    sys_parts = [(_syscall(t["frame"]), t) for t in tops]
+    sys_parts = [(name, t) for name, t in sys_parts if name.split("_sys_", 1)[-1] in WAIT_SYSCALLS]
+    if not sys_parts or r["truth"] != "stime" or not r.get("dp_share_cat"):
+        return ""
+    share = sum(t["share"] for _, t in sys_parts)
+    tool_s = r["dp_cat_s"] / r["dp_share_cat"]  # all of the tool's CPU, as dpuprof measured it
+    over_s = share * tool_s
+    calls = ", ".join(f"{name} → {t['subcategory']} ({pct(t['share'])})" for name, t in sys_parts)
+    rest = r["gt_cat_s"] - over_s
+    return (f" The ground truth over-counts: it takes all of the tool's stime as {r['category']}, but "
+            f"{pct(share)} of its samples are in system calls that wait for file descriptors, which no "
+            f"rule counts as {r['category']}: {calls}, an event loop waiting, not moving data; that is about "
+            f"{num(over_s)} s of the tool's {num(tool_s)} s. Against the {num(rest)} s of stime left, "
+            f"dpuprof's {num(r['dp_cat_s'])} s is {num(r['dp_cat_s'] / rest, 3) if rest > 0 else 'n/a'}×.")
 
 
 def why_pp(bad: list[dict]) -> str:
@@ -99,46 +138,31 @@ PROBE_FIX = {
 
 
 
-def why_overhead(res: dict, wl: str, target: float) -> str:
-    """Why a slowdown target on ``wl`` is missed or unresolved: the rounds' spread, the CPU cost, the
-    probes' costs and what would cut them."""
+def why_cost(res: dict, wl: str) -> str:
+    """Why a CPU-cost target on ``wl`` (ddp: share of the machine; iperf3: share of the workload's
+    CPU) missed: where the CPU goes (BPF runs, the recorder), each probe's cost, what would cut them."""
     ov = res["overhead"]
-    d = ov[wl]["conditions"]
-    dp = d["dpuprof"]
-    width = 100 * (dp["ratio_max"] - dp["ratio_min"])
-    text = (f"Throughput: per-round slowdowns ran from {spread(dp)} (a spread of {num(width, 1)} pp) over "
-            f"{ov[wl]['rounds']} rounds, on a machine with load average {res['machine']['load_before'][0]} at the "
-            f"start")
-    if "perf" in d:
-        text += f"; perf record's median was {num(d['perf']['slowdown_pct'], 1, ' %')} with a similar spread"
-    text += ", so the median does not resolve a difference the size of the target here. "
-    if dp.get("cpu_cost_pct") is not None:
-        text += (f"CPU per unit of work (workload and recorder together) changed by "
-                 f"{num(dp['cpu_cost_pct'], 1, ' %', sign=True)}"
-                 + (f" (perf record: {num(d['perf']['cpu_cost_pct'], 1, ' %', sign=True)})"
-                    if d.get("perf", {}).get("cpu_cost_pct") is not None else "") + ". ")
     est = cpu_estimate(res, wl)
-    if est:
-        text += _cpu_cost_text(res, wl, est, target)
+    text = _cpu_cost_text(res, wl, est) if est else ""
+    row = ((ov.get("bpf_cost") or {}).get(wl) or {}).get("dpuprof") or {}
+    if wl == "iperf3" and row.get("workload_pct") is not None:
+        text += (f"Against the workload's own {num(row['workload_core_pct'], 1, ' %')} of one core in that run "
+                 f"({num(row['workload_cpu_s'], 2, ' s')}: wait4 of the recorder's tree, less the recorder's "
+                 f"own CPU and less the BPF time), the cost is {num(row['workload_pct'], 2, ' %')}. ")
     text += _probe_costs_text(ov)
-    rec = est["recorder_core_pct"] if est else dp.get("recorder_cpu_pct")
-    text += (f"the recorder's own {num(rec, 1, ' %')} of a core goes to draining, symbolising and writing "
-             f"every second: a longer interval (2–5 s) divides it.")
-    return text
+    rec = est["recorder_core_pct"] if est else ov[wl]["conditions"]["dpuprof"].get("recorder_cpu_pct")
+    return text + (f"the recorder's own {num(rec, 1, ' %')} of a core goes to draining, symbolising and "
+                   f"writing every interval: a longer interval or less work per drain divides it.")
 
 
-def _cpu_cost_text(res: dict, wl: str, est: dict, target: float) -> str:
-    """The CPU cost (cpu_estimate's ``est``) in words, and whether it holds the target."""
-    text = (f"What dpuprof costs in CPU, measured without that noise (kernel.bpf_stats_enabled and "
-            f"the recorder's own /proc CPU{', over the long run' if wl == 'ddp' else ''}): its BPF programs ran "
+def _cpu_cost_text(res: dict, wl: str, est: dict) -> str:
+    """The CPU cost (cpu_estimate's ``est``) in words."""
+    text = (f"What dpuprof costs in CPU (kernel.bpf_stats_enabled and the recorder's own /proc CPU"
+            f"{', over the long run' if wl == 'ddp' else ''}): its BPF programs ran "
             f"{est['runs_per_s']:,.0f} times a second at {num(est['ns_per_run'], 0)} ns each, "
             f"{num(est['bpf_core_pct'], 2, ' %')} of one core, and the recorder used "
             f"{num(est['recorder_core_pct'], 2, ' %')} of one core: {num(est['machine_pct'], 2, ' %')} of the "
             f"machine's CPU, the slowdown to expect for a workload that keeps every core busy. ")
-    if est["machine_pct"] <= target:
-        text += "By that measure the target holds, and the throughput median is noise. "
-    else:
-        text += "By that measure the cost is above the target. "
     text += (f"The BPF time is host-wide (the programs run for every process's events, other work on a "
              f"shared machine included), and the recorder's {num(est['recorder_core_pct'], 1, ' %')} of one "
              f"core is a fixed cost per host: {num(est['recorder_core_pct'] / (res['machine']['cpus'] or 1), 2, ' %')} "
@@ -172,6 +196,49 @@ def _probe_costs_text(ov: dict) -> str:
             fixes.append(f"cpu_sample+proc_tree: {PROBE_FIX['cpu_sample,proc_tree']}")
         text += "; ".join(fixes) + ("; " if fixes else "")
     return text
+
+
+def why_stack_loss(sl: dict, bad: list[str], target: float) -> str:
+    """Which minutes of the long run lost more than ``target`` % of their samples' stacks, by kind
+    (``bad``: stack_loss.COLUMNS names), whether the loss grows over the run, and where it comes from."""
+    wins = sl["windows"]
+    parts = []
+    for k in bad:
+        over = [w for w in wins if (w.get(k + "_pct") or 0) > target]
+        parts.append(f"{k}: " + ", ".join(f"minute {w['window']} {num(w[k + '_pct'], 2, ' %')} ({w[k]:,} of "
+                                          f"{w['samples']:,} samples)" for w in over[:6])
+                     + (f" and {len(over) - 6} more" if len(over) > 6 else ""))
+        full = [w for w in wins if w.get(k + "_pct") is not None]
+        if len(full) >= 2:
+            parts[-1] += (f"; first minute {num(full[0][k + '_pct'], 2, ' %')}, last "
+                          f"{num(full[-1][k + '_pct'], 2, ' %')}")
+    return ("Minutes over the target: " + "; ".join(parts) + ". Map loss is a failed bpf_get_stackid: a "
+            "hash collision in the stack map (kernel_stack_collision, user_stack_collision) or a full map "
+            "(*_stack_map_full); a loss that grows over the run means the stack maps are not emptied "
+            "between intervals. Next step: check that the drain (dpuprof/record/drain.py) clears both "
+            "stack maps every interval, and size them for one interval's distinct stacks.")
+
+
+def why_recursion(lg: dict, bad: list[str], unknown: list[str], target: float) -> str:
+    """The programs whose skipped events exceed ``target`` % (``bad``) or whose runs are unknown
+    (``unknown``), with their hooks, and what would bring the misses down."""
+    rc, progs = lg["recursion"], lg.get("bpf_programs") or {}
+    hook = lambda n: "/".join(progs.get(n, {}).get("types") or ["?"])  # noqa: E731
+    text = ""
+    if bad:
+        text += ("Over the target: " + ", ".join(
+            f"{n} ({hook(n)}) {num(100 * rc[n]['share'], 3, ' %')}, {rc[n]['missed']:,} of "
+            f"{rc[n]['runs'] + rc[n]['missed']:,} events" for n in bad) + ". ")
+        if any("tracepoint" in (progs.get(n, {}).get("types") or []) for n in bad):
+            text += ("A classic tracepoint program is skipped whenever another BPF program is running on "
+                     "the same CPU (the kernel's bpf_prog_active guard), e.g. when the event fires in an "
+                     "interrupt taken while the sampler or another probe runs; a raw tracepoint program "
+                     "(RAW_TRACEPOINT_PROBE) is skipped only when it would recurse into itself. Next step: "
+                     "move these events to raw tracepoints, or count them in a program that is not nested. ")
+    if unknown:
+        text += (f"Runs unknown for {', '.join(unknown)}: no loaded program of that name was seen "
+                 f"(bpftool), so the share of its events that was skipped is not known. ")
+    return text.strip()
 
 
 def why_startup(st: dict) -> str:

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from .config import BENCH, PERF_RECORD, PYTHON, ROOT, Config, log
+from .losses import missed_events, recursion_shares, stack_loss_minutes
 from .runner import BackgroundPerf, bpf_stats, record_cmd, run_cmd, summarize
 from .stats import median, rss_trend
 from .workloads import ddp_workload, iperf3_workload
@@ -74,6 +75,7 @@ def bench_long(cfg: Config, scratch: Path, data: Path) -> dict:
     s = sampler.samples
     trend = rss_trend(s)
     metric, _units = parse(res.stdout)
+    losses = long_losses(rec, sampler.bpf_programs())
     shutil.rmtree(work, ignore_errors=True)
     step = max(1, len(s) // 24)
     return {
@@ -90,7 +92,23 @@ def bench_long(cfg: Config, scratch: Path, data: Path) -> dict:
         "recorder_cpu_pct_second_half": trend["recorder_cpu_pct_second_half"], "bpf": sampler.bpf_cost(),
         "rss_file_mb_last": s[-1][5], "smaps_top": [(name, round(mb, 1)) for name, mb in sampler.smaps],
         "rss_series": [(round(x[0], 1), round(x[1], 1)) for x in s[::step]] + [(round(s[-1][0], 1), round(s[-1][1], 1))],
+        **losses,
     }
+
+
+def long_losses(rec: Path, programs: dict) -> dict:
+    """The long run's ``stack_loss`` (losses.stack_loss_minutes), ``recursion`` (per program:
+    losses.recursion_shares) and ``bpf_programs`` (``programs``: RssSampler.bpf_programs, with the
+    kernel's own recursion_misses count per program). A section that cannot be read is
+    ``{"error": why}``, so the rest of the run's results survive."""
+    out: dict = {"bpf_programs": programs}
+    for key, measure in (("stack_loss", lambda: stack_loss_minutes(rec)),
+                         ("recursion", lambda: recursion_shares(missed_events(rec), programs))):
+        try:
+            out[key] = measure()
+        except Exception as exc:  # noqa: BLE001 -- reported in results.json, judged "not measured"
+            out[key] = {"error": f"{type(exc).__name__}: {exc}"}
+    return out
 
 
 def bench_startup(cfg: Config, scratch: Path) -> dict:

@@ -87,9 +87,32 @@ def bpf_cost_run(workload: Workload, cond: str, scratch: Path) -> dict:
         out["machine_pct"] = out["total_core_pct"] / (os.cpu_count() or 1)
         # BPF time per unit of work: the whole run's units over the span they were measured in
         out["bpf_us_per_unit"] = cost["core_pct"] / 100 * span * 1e6 / units if units and span else None
+        # The command ran about one sampling period longer than the samples that saw it (half a
+        # period missed at each end, on average).
+        child_s = sampler.child_span_s()
+        out.update(workload_share(res.cpu_s, sampler.cpu_s, cost["core_pct"] / 100 * span,
+                                  child_s + sampler.period if child_s else None, out["total_core_pct"]))
     log(f"bpf cost {workload.name} {cond}: BPF {cost.get('core_pct', float('nan')):.2f} % of a core, "
         f"recorder {rec_pct if rec_pct is not None else float('nan'):.2f} %")
     return out
+
+
+def workload_share(tree_cpu_s: float, recorder_cpu_s: float, bpf_s: float, child_s: float | None,
+                   cost_core_pct: float) -> dict:
+    """dpuprof's CPU cost as a share of the workload's own CPU, from one run under it.
+
+    ``tree_cpu_s``: wait4 CPU of the recorder and all it reaped; ``recorder_cpu_s``: the recorder's
+    own CPU (start-up included); ``bpf_s``: the BPF programs' run time while the command ran;
+    ``child_s``: how long the command ran; ``cost_core_pct``: BPF plus recorder, % of one core over
+    that time. The workload's own CPU is the tree's less the recorder's and less the BPF time (the
+    kernel charges a program's run to the task it ran in, mostly the workload's; taking all of it
+    out is the conservative side). Returns ``workload_cpu_s``, ``workload_core_pct`` (% of one
+    core) and ``workload_pct`` (the cost, % of the workload's own CPU); {} when not measurable."""
+    own = tree_cpu_s - recorder_cpu_s - bpf_s
+    if not child_s or child_s <= 0 or own <= 0:
+        return {}
+    core = 100 * own / child_s
+    return {"workload_cpu_s": own, "workload_core_pct": core, "workload_pct": 100 * cost_core_pct / core}
 
 
 def bench_bpf_cost(cfg: Config, scratch: Path) -> dict:

@@ -62,11 +62,12 @@ def _render_targets(res: dict, add) -> None:
     """The targets table with verdicts, and why each missed or unresolved target missed."""
     add("## Targets")
     add("")
-    add("Verdicts: accuracy from the repetitions pooled. A slowdown is judged by throughput when the rounds "
-        "resolve it (every round's slowdown on the same side of the target, and the rounds within twice the "
-        "target of each other: the range of per-round values is a sign-test confidence interval for their "
-        "median), otherwise by its CPU cost (BPF run time plus the recorder's own CPU, as a share of the "
-        "machine; section 2), which other load hardly moves; where both resolve and disagree, both are shown.")
+    add("Verdicts: accuracy from the repetitions pooled. The recorder's cost is judged by its CPU: the BPF "
+        "programs' run time (kernel.bpf_stats_enabled) plus the recorder's own CPU, as a share of the machine "
+        "on DDP training (over the long run) and as a share of the workload's own CPU on an iperf3 flood (a "
+        "run with BPF statistics; section 2); other load hardly moves either. The interleaved rounds' "
+        "throughput slowdowns are reported beside them, not judged. Stack loss, recursion misses, output "
+        "size and memory come from the long run (section 3: 10 minutes of DDP training in the full suite).")
     add("")
     add("| target | goal | dpuprof | perf record -a -g -F 99 | met |")
     add("|---|---|---|---|---|")
@@ -209,11 +210,14 @@ def _render_bpf_cost(res: dict, add, names: dict) -> None:
         "times, so other load on the machine barely moves them (the timing itself adds a few tens of ns "
         "per run). 'Machine' divides by all cores: the slowdown to expect for a workload that keeps "
         "every core busy. BPF time is host-wide: the programs run for every process's events, other "
-        "work on a shared machine included.")
+        "work on a shared machine included. The workload's own CPU is the `wait4` CPU of the recorder's "
+        "tree less the recorder's own CPU and less the BPF time (charged mostly to the workload's tasks; "
+        "taking all of it out is the conservative side), over the time the command ran.")
     add("")
     add("| workload | condition | BPF runs/s | ns per run | BPF, % of a core | increment over cpu_sample+proc_tree | "
-        "sampler (perf_event) % of a core | recorder, % of a core | BPF + recorder, % of the machine |")
-    add("|---|---|---|---|---|---|---|---|---|")
+        "sampler (perf_event) % of a core | recorder, % of a core | BPF + recorder, % of the machine | "
+        "workload's own CPU, % of a core | BPF + recorder, % of the workload's CPU |")
+    add("|---|---|---|---|---|---|---|---|---|---|---|")
     rows = [(wl, cond, row) for wl, conds in bc.items() for cond, row in conds.items()]
     lg = res.get("long") or {}
     if lg.get("bpf"):
@@ -228,7 +232,8 @@ def _render_bpf_cost(res: dict, add, names: dict) -> None:
             f"{b.get('runs_per_s', 0):,.0f} | {num(b.get('ns_per_run'), 0)} | {num(b.get('core_pct'), 2, ' %')} | "
             f"{num(row.get('incremental_core_pct'), 2, ' %') if 'incremental_core_pct' in row else ''} | "
             f"{num(pe.get('core_pct'), 2, ' %')} | {num(row.get('recorder_cpu_pct'), 2, ' %')} | "
-            f"{num(row.get('machine_pct'), 2, ' %')} |")
+            f"{num(row.get('machine_pct'), 2, ' %')} | {num(row.get('workload_core_pct'), 1, ' %')} | "
+            f"{num(row.get('workload_pct'), 2, ' %')} |")
     add("")
 
 
@@ -268,6 +273,53 @@ def _render_long(res: dict, add) -> None:
     if series:
         add("")
         add("RSS over time (seconds since launch: MB): " + ", ".join(f"{t:g}: {r:g}" for t, r in series))
+    add("")
+    _render_stack_loss(lg, add)
+    _render_recursion(lg, add)
+
+
+def _render_stack_loss(lg: dict, add) -> None:
+    """The long run's stack loss per minute, by kind (benchmarks/stack_loss.py), where measured."""
+    wins = (lg.get("stack_loss") or {}).get("windows")
+    if not wins:
+        return
+    labels = {"kernel_map": "kernel map", "user_map": "user map", "stack_error": "walk errors",
+              "user_unwalkable": "unwalkable user", "kernel_old": "kernel (lumped)", "user_old": "user (lumped)"}
+    kinds = [k for k in labels if k in wins[0]]
+    add("### Stack loss per minute")
+    add("")
+    add("Stacks lost per minute of the same run (the `lost` table, read with `benchmarks/stack_loss.py`'s "
+        "loss_windows), as a share of the host's CPU samples in that minute. Map loss (a collision in, or "
+        "a full, stack map) is counted apart from unwalkable user stacks (code without frame pointers), "
+        "so that one never masks the other.")
+    add("")
+    add("| minute | start s | samples | " + " | ".join(f"{labels[k]} lost" for k in kinds) + " |")
+    add("|---:|---:|---:|" + "---:|" * len(kinds))
+    for w in wins:
+        add(f"| {w['window']} | {w['start_s']:.0f} | {w['samples']:,} | "
+            + " | ".join(f"{w[k]:,} ({num(w[k + '_pct'], 2, ' %')})" for k in kinds) + " |")
+    add("")
+
+
+def _render_recursion(lg: dict, add) -> None:
+    """Per BPF program: its events (run_cnt) and those the kernel skipped, where measured."""
+    rc = lg.get("recursion")
+    if not rc or "error" in rc:
+        return
+    progs = lg.get("bpf_programs") or {}
+    add("### Recursion misses per program")
+    add("")
+    add("Events each BPF program handled (its run count, kernel.bpf_stats_enabled, from when the recorder "
+        "started to the end) and those the kernel skipped under its recursion protection (the recording's "
+        "`missed_<program>` rows, or the kernel's own count per program where larger); share = missed ÷ "
+        "(runs + missed).")
+    add("")
+    add("| program | hook | runs | missed | share |")
+    add("|---|---|---:|---:|---:|")
+    for name, r in rc.items():
+        share = "n/a" if r["share"] is None else num(100 * r["share"], 3, " %")
+        runs = "unknown" if r["runs"] is None else f"{r['runs']:,}"
+        add(f"| {name} | {'/'.join(progs.get(name, {}).get('types') or ['?'])} | {runs} | {r['missed']:,} | {share} |")
     add("")
 
 

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from .config import DPUPROF, PERF_RECORD, ROOT
 
+PROG_TYPES = {2: "kprobe", 5: "tracepoint", 7: "perf_event", 17: "raw_tracepoint"}  # enum bpf_prog_type
+
 
 class RssSampler(threading.Thread):
     """Samples a process (the recorder) until it exits: RSS, peak RSS and the file-backed part from
@@ -31,6 +33,8 @@ class RssSampler(threading.Thread):
         self.bpf_first: dict | None = None  # prog stats when the command started
         self.bpf_last: dict = {}             # prog_id -> {"type", "run_time_ns", "run_cnt", "insns"}
         self.bpf_span = (0.0, 0.0)
+        self.prog_names: dict[int, str] = {}  # prog_id -> name (bpftool, from the program's BTF)
+        self._name_lookups = 0
         self.smaps: list[tuple[str, float]] = []
         self._smaps_at = 0.0
         self.stop = threading.Event()
@@ -82,9 +86,13 @@ class RssSampler(threading.Thread):
                 progs[int(info["prog_id"])] = {"type": int(info["prog_type"]),
                                                "run_time_ns": int(info.get("run_time_ns", 0)),
                                                "run_cnt": int(info.get("run_cnt", 0)),
+                                               "recursion_misses": int(info.get("recursion_misses", 0)),
                                                "insns": int(info.get("verified_insns", 0))}
             except (OSError, KeyError, ValueError):
                 continue
+        if set(progs) - set(self.prog_names) and self._name_lookups < 3:
+            self._name_lookups += 1  # new programs: name them while they are loaded
+            self.prog_names.update(prog_names())
         return progs
 
     def _read_smaps(self) -> list[tuple[str, float]]:
@@ -110,11 +118,10 @@ class RssSampler(threading.Thread):
         span = self.bpf_span[1] - self.bpf_span[0]
         if span < 0.5:
             return None
-        types = {5: "tracepoint", 7: "perf_event"}
         by_type: dict[str, list] = {}
         for pid, last in self.bpf_last.items():
             first = self.bpf_first.get(pid, {"run_time_ns": 0, "run_cnt": 0})
-            t = by_type.setdefault(types.get(last["type"], str(last["type"])), [0, 0])
+            t = by_type.setdefault(PROG_TYPES.get(last["type"], str(last["type"])), [0, 0])
             t[0] += last["run_time_ns"] - first["run_time_ns"]
             t[1] += last["run_cnt"] - first["run_cnt"]
         ns = sum(v[0] for v in by_type.values())
@@ -123,6 +130,31 @@ class RssSampler(threading.Thread):
                 "runs_per_s": cnt / span, "ns_per_run": ns / cnt if cnt else None,
                 "by_type": {k: {"core_pct": 100 * v[0] / 1e9 / span, "runs_per_s": v[1] / span,
                                 "ns_per_run": v[0] / v[1] if v[1] else None} for k, v in by_type.items()}}
+
+    def bpf_programs(self) -> dict[str, dict]:
+        """Per program, by the name the recording's ``missed_<program>`` rows use (the part after the
+        last ``__``; programs of the same short name summed): ``run_cnt`` (runs since
+        kernel.bpf_stats_enabled was turned on, just before the launch, to the last sample),
+        ``kernel_misses`` (fdinfo's recursion_misses), ``names`` (the full names) and ``types`` (the
+        program types: tracepoint, raw_tracepoint, perf_event, kprobe, which uprobes use). Empty without
+        BPF statistics; programs bpftool could not name are left out and counted in ``"?"``."""
+        out: dict[str, dict] = {}
+        for pid, last in self.bpf_last.items():
+            full = self.prog_names.get(pid)
+            row = out.setdefault(full.rsplit("__", 1)[-1] if full else "?",
+                                 {"run_cnt": 0, "kernel_misses": 0, "names": [], "types": []})
+            row["run_cnt"] += last["run_cnt"]
+            row["kernel_misses"] += last.get("recursion_misses", 0)
+            kind = PROG_TYPES.get(last["type"], str(last["type"]))
+            for key, val in (("names", full), ("types", kind)):
+                if val and val not in row[key]:
+                    row[key].append(val)
+        return out
+
+    def child_span_s(self) -> float | None:
+        """Seconds from the first to the last sample that saw the command running."""
+        with_child = [x for x in self.samples if x[4]]
+        return with_child[-1][0] - with_child[0][0] if len(with_child) >= 2 else None
 
     def cpu_pct_while_child(self) -> float | None:
         """The process's own CPU as % of one core while its command ran (start-up excluded)."""
@@ -141,6 +173,19 @@ class RssSampler(threading.Thread):
     def cpu_s(self) -> float:
         """The process's own CPU seconds at the last sample."""
         return self.samples[-1][3] if self.samples else 0.0
+
+
+def prog_names() -> dict[int, str]:
+    """{prog_id: name} of every loaded BPF program, from ``bpftool --json prog show`` (the full name
+    from the program's BTF where it has one, else the kernel's 15-character name); {} without
+    bpftool."""
+    import json
+
+    try:
+        out = subprocess.run(["bpftool", "--json", "prog", "show"], capture_output=True, text=True, timeout=30)
+        return {int(p["id"]): p["name"] for p in json.loads(out.stdout or "[]") if "name" in p}
+    except (OSError, subprocess.SubprocessError, ValueError, KeyError, TypeError):
+        return {}
 
 
 def run_cmd(cmd: list[str], timeout: float = 900, rss: bool = False, period: float = 0.5,
