@@ -21,8 +21,15 @@ __all__ = ["evaluate", "render", "main"]
 
 def main(argv: list[str]) -> int:
     """Re-render RESULTS.md beside the results.json named in ``argv`` (default benchmarks/)."""
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__.strip().splitlines()[0] + "\n\nusage: python3 benchmarks/results_md.py [RESULTS_JSON]")
+        return 0
     path = Path(argv[0] if argv else BENCH / "results.json")
-    data = json.loads(path.read_text())
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        print(f"results_md: cannot read {path}: {err}", file=sys.stderr)
+        return 2
     data["targets"] = evaluate(data)
     (path.parent / "RESULTS.md").write_text(render(data))
     print(f"wrote {path.parent / 'RESULTS.md'}")

@@ -123,14 +123,14 @@ def why_pp(bad: list[dict]) -> str:
 
 
 PROBE_FIX = {
-    "softirq": "an entry/exit pair of programs per softirq: sample softirq time from the cpu_sample "
-               "stacks instead (they already show net_rx_action and friends), or time only NET_RX/NET_TX/BLOCK",
-    "net_dev": "a hash update per packet: a per-CPU array indexed by ifindex instead of a hash keyed by "
-               "the device name, or opt-in",
+    "softirq": "an entry/exit pair of raw-tracepoint programs per softirq: time only NET_RX/NET_TX/BLOCK, "
+               "or sample softirq time from the cpu_sample stacks (they already show net_rx_action)",
+    "net_dev": "a hash update per packet, keyed by the device name (raw tracepoints; a per-CPU hash "
+               "measured no cheaper): a per-CPU array indexed by ifindex, or opt-in",
     "sock_io": "a hash update per send/recv call: a per-CPU array or an LRU hash keyed by tgid, updated "
                "without the atomic adds, or opt-in",
-    "block_io": "two hash operations per IO (issue and complete): count IOs per CPU and time only a "
-                "sample of them",
+    "block_io": "two hash operations per IO (raw tracepoints, keyed by the request): count IOs per CPU "
+                "and time only a sample of them",
     "cpu_sample,proc_tree": "the sched_switch program (exact per-process run time) fires on every "
                             "context switch: read per-process CPU from /proc at each drain instead and keep "
                             "sched_switch only for processes that exit within an interval",
@@ -255,15 +255,17 @@ def why_startup(st: dict) -> str:
 
 
 TABLE_FIX = {
-    "cpu_category": "one row per process, subcategory and 1-s interval, with the category names as text: "
-                    "store category ids as integers and fold rows of idle or unchanged processes",
-    "stack_samples": "one row per process, stack and 1-s interval: keep per-interval rows for the first "
-                     "minutes and coarser buckets (10 s) after, or one total per stack plus a category "
-                     "time series",
-    "stacks": "distinct stacks (frame-id lists as text): store them as packed integer blobs",
-    "frames": "distinct frame names",
-    "sqlite_autoindex_stacks_1": "a UNIQUE index that copies every folded stack a second time: drop it, "
-                                 "the recorder deduplicates stacks in memory",
+    # schema v3 (docs/recording.md); the v1/v2 names for files recorded before it
+    "cpu_counts": "packed (pid, subcategory id, samples, ns) per interval: fold the rows of processes "
+                  "outside the workload into one per interval, or keep them at 10-s resolution",
+    "stack_counts": "packed (stack, samples) per process and interval, 10-s buckets after the first "
+                    "minute: coarser buckets (60 s) after ten minutes, or one total per stack for "
+                    "processes outside the workload",
+    "stack_list": "distinct stacks as packed frame ids: share common prefixes (a frame tree)",
+    "frames": "distinct frame names: store library and symbol apart, so a library path is kept once",
+    "cpu_category": "one row per process, subcategory and 1-s interval (schema v1/v2)",
+    "stack_samples": "one row per process, stack and 1-s interval (schema v1/v2)",
+    "stacks": "distinct stacks as text (schema v1/v2)",
 }
 
 
