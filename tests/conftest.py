@@ -81,7 +81,20 @@ def _root_and_bcc() -> str | None:
     return None if ok else why
 
 
+# The suite runs on two pytest-xdist workers (pyproject addopts: -n 2 --dist loadgroup). Each
+# test file is one group, so its module fixtures run once; these files, the two that run whole
+# benchmark harnesses for minutes, share one group, so they never load the machine together.
+HEAVY_FILES = ("test_benchmarks_quick.py", "test_validate_quick.py")
+
+
+def _group_by_file(items) -> None:
+    for item in items:
+        name = item.path.name
+        item.add_marker(pytest.mark.xdist_group("heavy" if name in HEAVY_FILES else name))
+
+
 def pytest_collection_modifyitems(config, items):
+    _group_by_file(items)
     reason = _root_and_bcc()
     if reason is None:
         return

@@ -73,5 +73,6 @@ def main(argv=None) -> None:
     except BrokenPipeError:
         sys.exit(141)
     except KeyboardInterrupt:
-        sys.exit(130)
+        from dpuprof.__main__ import interrupted
+        interrupted()
     sys.exit(0)
