@@ -92,6 +92,18 @@ def test_hooks_reads_which_programs_bcc_attached():
     assert probes.hooks(Bpf) == {"softirq": "raw_tracepoint", "net_dev": "tracepoint",
                                  "block_io": "raw_tracepoint"}
 
+    class WithSchedWait(Bpf):  # the interrupt edges, attached by name under "event/function"
+        funcs = {**Bpf.funcs, b"sw_irq_enter": 8, b"sw_irq_exit": 9}
+        raw_tracepoint_fds = {b"softirq_entry": 10, b"softirq_entry/sw_irq_enter": 11,
+                              b"irq_handler_exit/sw_irq_exit": 12}
+
+    assert probes.hooks(WithSchedWait)["sched_wait"] == "raw_tracepoint"
+
+    class Classic(WithSchedWait):
+        raw_tracepoint_fds = {b"softirq_entry": 10}
+
+    assert probes.hooks(Classic)["sched_wait"] == "tracepoint"
+
 
 def test_raw_tracepoint_support_is_the_kernel_version_checked_once(fake_btf):
     assert probes.kernel_has_raw_tracepoints("6.18.44-fc-v1045")

@@ -10,7 +10,8 @@ it is compiled with what it needs), and may attach functions to tracepoints by n
 for a tracepoint another probe already handles with ``TRACEPOINT_PROBE``), reading the fields
 named in ``fields`` at the offsets tracefs gives, passed as ``TPOFF_<event>_<field>`` macros.
 
-Hooks: softirq, net_dev and block_io attach to raw tracepoints where the kernel has them (and, for
+Hooks: softirq, net_dev, block_io and sched_wait's interrupt edges (the functions it attaches
+by name to irq, hrtimer and softirq entry and exit) attach to raw tracepoints where the kernel has them (and, for
 net_dev and block_io, where BTF gives the running kernel's struct offsets and constants): classic
 tracepoint programs are skipped while any other BPF program runs on that CPU (the kernel's
 bpf_prog_active recursion guard; each skip is a ``missed_<program>`` in the recording's ``lost``
@@ -29,11 +30,12 @@ import functools
 import os
 import re
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+
+from dpuprof.record import attach
 
 TRACEFS_CANDIDATES = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 
@@ -59,6 +61,7 @@ class Probe:
     raw: RawVariant | None = None
     needs: tuple[str, ...] = ()  # probes whose maps this one uses
     attach: tuple[tuple[str, str], ...] = ()  # (tracepoint, function) attached by name
+    raw_attach: tuple[str, ...] = ()  # of those tracepoints, the ones attached raw with ``raw``
     fields: tuple[tuple[str, str, int], ...] = ()  # (tracepoint, field, size in bytes) read by offset
 
 
@@ -87,7 +90,7 @@ PROBES = (
     Probe("uprobes", "uprobes.bpf.c", ("task:task_newtask", "syscalls:sys_enter_getpgid")),  # record/uprobes.py
     Probe("sched_wait", "sched_wait.bpf.c",
           ("sched:sched_switch", "sched:sched_waking", "sched:sched_wakeup_new", *_IRQ_EDGES),
-          needs=("proc_tree",),
+          needs=("proc_tree",), raw=RawVariant("SCHED_WAIT_RAW_IRQ"), raw_attach=_IRQ_EDGES,
           attach=(("sched:sched_switch", "sw_switch"),
                   *((tp, "sw_irq_enter" if tp.endswith("entry") else "sw_irq_exit") for tp in _IRQ_EDGES)),
           fields=(("sched:sched_switch", "prev_comm", 16), ("sched:sched_switch", "prev_pid", 4),
@@ -232,9 +235,17 @@ def hooks(bpf) -> dict[str, str]:
     """{probe name: "raw_tracepoint" or "tracepoint"} for the loaded probes that have both
     versions, read from the programs bcc attached."""
     funcs = {f.decode() if isinstance(f, bytes) else f for f in getattr(bpf, "funcs", {})}
+    raw_fds = {k.decode() if isinstance(k, bytes) else k for k in getattr(bpf, "raw_tracepoint_fds", {})}
     out = {}
     for probe in PROBES:
         if probe.raw is None:
+            continue
+        if probe.raw_attach:  # functions attached by name: raw ones are keyed "event/function"
+            fns = {fn for tp, fn in probe.attach if tp in probe.raw_attach}
+            if any(k.split("/")[-1] in fns for k in raw_fds if "/" in k):
+                out[probe.name] = "raw_tracepoint"
+            elif fns & funcs:
+                out[probe.name] = "tracepoint"
             continue
         events = [tp.split(":", 1)[1] for tp in probe.tracepoints]
         if any(f"raw_tracepoint__{e}" in funcs for e in events):
@@ -322,55 +333,16 @@ def _build(bpf_cls, probes: list[Probe], variants: dict):
     defines or None), with their by-name attachments made."""
     bpf = bpf_cls(text="\n".join(_source(p, variants.get(p.name)) for p in probes), cflags=CFLAGS)
     if hasattr(bpf, "tracepoint_fds"):
-        bpf.cleanup = functools.partial(_cleanup_in_parallel, bpf, bpf.cleanup)
+        bpf.cleanup = functools.partial(attach.cleanup_in_parallel, bpf, bpf.cleanup)
     try:
         for probe in probes:
+            raw = variants.get(probe.name) is not None
             for tp, fn in probe.attach:
-                _attach_by_name(bpf, tp, fn)
+                if raw and tp in probe.raw_attach:
+                    attach.raw_by_name(bpf, tp.split(":", 1)[1], fn)
+                else:
+                    attach.by_name(bpf, tp, fn)
     except Exception:
         bpf.cleanup()
         raise
     return bpf
-
-
-def _cleanup_in_parallel(bpf, cleanup) -> None:
-    """``bpf.cleanup()``, closing the tracepoints' perf events and the uprobe links together first.
-
-    Each close waits for grace periods (about 65 ms per tracepoint on the loaded 2-vCPU
-    development VM, 1.3 s for the 20 of all probes when bcc closes them one by one); closed from
-    parallel threads the waits overlap. uprobes are links for this reason (record/uprobe_link.py):
-    bcc's perf-event uprobes wait one after another under a kernel lock, parallel or not (0.1 s
-    each), and are left to bcc's own cleanup where the kernel has no uprobe-multi links.
-    libbcc's bpf_detach_tracepoint, which bcc calls after the close, does nothing.
-    """
-    from bcc.libbcc import lib  # bcc is importable: a BPF object exists
-
-    from dpuprof.record import uprobe_link
-
-    links, programs = uprobe_link.take_all(bpf)
-    closes = [functools.partial(lib.bpf_close_perf_event_fd, fd) for fd in bpf.tracepoint_fds.values()]
-    closes += [functools.partial(os.close, fd) for fd in links]
-    bpf.tracepoint_fds.clear()
-    if closes:
-        with ThreadPoolExecutor(min(len(closes), 32)) as pool:
-            list(pool.map(lambda close: close(), closes))
-    cleanup()
-    for fd in programs:
-        os.close(fd)
-
-
-def _attach_by_name(bpf, tp: str, fn: str) -> None:
-    """Attach function ``fn`` to tracepoint ``tp`` beside any program already there.
-
-    bcc keeps one perf-event fd per tracepoint name in ``tracepoint_fds``, so a second attachment
-    would overwrite the first one's fd and ``cleanup()`` would never close it (that program would
-    stay attached until the process exits). The new fd is kept under its own key ``tp/fn``
-    instead; cleanup closes it all the same (it splits keys at ':' only to call libbcc's
-    bpf_detach_tracepoint, which does nothing for perf-event attachments).
-    """
-    key = tp.encode()
-    before = bpf.tracepoint_fds.get(key)
-    bpf.attach_tracepoint(tp=tp, fn_name=fn)
-    bpf.tracepoint_fds[key + b"/" + fn.encode()] = bpf.tracepoint_fds.pop(key)
-    if before is not None:
-        bpf.tracepoint_fds[key] = before
