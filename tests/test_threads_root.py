@@ -160,17 +160,20 @@ def test_wait_map_overflow_is_counted(tmp_path):
 
 
 def test_by_name_attachments_leave_nothing_attached_after_cleanup():
-    # sched_wait attaches beside cpu_sample's and softirq's programs on the same tracepoints; bcc
-    # keeps one fd per tracepoint name, so each must stay reachable for cleanup() to close it.
+    # sched_wait attaches beside cpu_sample's and softirq's programs on the same tracepoints (its
+    # interrupt edges on raw ones, beside softirq's raw programs); bcc keeps one fd per tracepoint
+    # name, so each must stay reachable for cleanup() to close it.
     from dpuprof.record import probes
     from dpuprof.record.bcc_loader import import_bcc
 
     bpf, used, _ = probes.load(import_bcc().BPF, ["proc_tree", "cpu_sample", "softirq", "sched_wait"])
     assert "sched_wait" in used
-    fds = list(bpf.tracepoint_fds.values())
+    fds = [*bpf.tracepoint_fds.values(), *bpf.raw_tracepoint_fds.values()]
     by_name = sum(len(p.attach) for p in probes.PROBES if p.name in used)
-    auto = sum(1 for f in bpf.funcs if f.startswith(b"tracepoint__"))  # TRACEPOINT_PROBEs
+    auto = sum(1 for f in bpf.funcs if f.startswith((b"tracepoint__", b"raw_tracepoint__")))  # *_PROBEs
     assert len(set(fds)) == len(fds) == auto + by_name
+    classic = os.environ.get(probes.NO_RAW_TP_ENV, "") not in ("", "0")
+    assert probes.hooks(bpf)["sched_wait"] == ("tracepoint" if classic else "raw_tracepoint")
     bpf.cleanup()
     still_open = []
     for fd in fds:
