@@ -31,6 +31,23 @@ PYTHON = os.path.realpath(sys.executable)
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
 
 
+def _hypothesis_outside_the_checkout() -> None:
+    """Hypothesis keeps its caches in ./.hypothesis (the checkout, where pytest starts): a
+    temporary directory instead, removed when the session ends, so the suite writes nothing
+    inside the repository (pytest's own cache is off: addopts -p no:cacheprovider)."""
+    import atexit
+    import tempfile
+
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    home = tempfile.mkdtemp(prefix="dpuprof-hypothesis-")
+    set_hypothesis_home_dir(home)
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
+
+
+_hypothesis_outside_the_checkout()
+
+
 @pytest.fixture(autouse=True)
 def _own_cwd(tmp_path_factory, monkeypatch):
     """Run every test in an empty directory of its own, never in the checkout."""
