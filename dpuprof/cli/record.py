@@ -11,18 +11,16 @@ from dpuprof.record.child import KILL_AFTER_S, TERM_AFTER_S, block_signals
 #: What recording costs, as bcc's man pages state it: measured numbers, their date and their file
 #: (tests/test_record_cli.py checks each number against benchmarks/RESULTS.md).
 OVERHEAD = """\
-OVERHEAD: measured on 2026-11-29 (benchmarks/RESULTS.md; a shared 2-core AMD EPYC VM, Linux 6.18),
-all probes at -F 99. The BPF programs and the recorder together used 1.69 % of the machine's CPU
-during DDP training (82,460 BPF runs/s at 201 ns each, 1.66 % of one core, plus the recorder's own
-draining and writing, 1.72 % of one core), 2.91 % under iperf3 loopback (226,299 BPF runs/s) and
-3.36 % under fio 4 KiB random reads. Throughput slowdowns were within run-to-run noise (medians:
-DDP -0.2 %, iperf3 1.8 %, fio 3.3 %). BPF time grows with the event rate (context switches,
-packets, I/Os; net_dev costs most, adding 2.05 % of a core under iperf3) and is host-wide; the recorder's
-share is a fixed cost per host. Start-up before COMMAND runs: 1.52 s (bcc compiles the probes);
-recorder peak RSS 186 MB; the recording grows about 0.428 MB a minute. Fewer --probes load fewer
-programs (per-probe costs in benchmarks/RESULTS.md, section 2). Start-up, memory and file size
-predate schema v3 and the start-up work of 2026-12-01 (uprobe links, fewer kernel headers, LLVM
-pages released after the load); `python3 benchmarks/run.py` measures them again.
+OVERHEAD: measured on 2026-12-01 (benchmarks/RESULTS.md; a 2-core AMD EPYC VM, Linux 6.18), all
+probes at -F 99. The BPF programs and the recorder together used 4.73 % of the machine's CPU during
+DDP training (89,668 BPF runs/s at 282 ns each, 2.53 % of one core, plus the recorder's own
+draining and writing, 6.93 % of one core), 10.05 % under an iperf3 loopback flood (835,317 BPF
+runs/s; 14.33 % of the flood's own CPU) and 8.49 % under fio 4 KiB random reads. BPF time grows
+with the event rate (context switches, packets, I/Os; net_dev costs most, adding 5.53 % of a core
+under iperf3) and is host-wide; the recorder's share is a fixed cost per host (0.22 % of a 32-core
+training host on DDP). Start-up before COMMAND runs: 3.42 s (bcc compiles the probes, 1.906 s of
+it); recorder peak RSS 162 MB over 10 minutes; the recording grows about 0.344 MB a minute. Fewer
+--probes load fewer programs (per-probe costs in benchmarks/RESULTS.md, section 2).
 """
 
 EPILOG = OVERHEAD + """
