@@ -38,16 +38,9 @@ def cleanup_in_parallel(bpf, cleanup) -> None:
 def raw_by_name(bpf, event: str, fn: str) -> None:
     """Attach function ``fn`` to raw tracepoint ``event`` beside any program already there (the
     softirq probe's own raw programs on softirq_entry/exit): bcc refuses a second attachment under
-    one name in ``raw_tracepoint_fds``, so the new fd is kept under ``event/fn`` (as
-    ``by_name`` does), which cleanup closes all the same."""
-    key = event.encode()
-    before = bpf.raw_tracepoint_fds.pop(key, None)
-    try:
-        bpf.attach_raw_tracepoint(tp=event, fn_name=fn)
-        bpf.raw_tracepoint_fds[key + b"/" + fn.encode()] = bpf.raw_tracepoint_fds.pop(key)
-    finally:
-        if before is not None:
-            bpf.raw_tracepoint_fds[key] = before
+    one name in ``raw_tracepoint_fds``, so the new fd is kept under ``event/fn``, which cleanup
+    closes all the same."""
+    _beside(bpf.raw_tracepoint_fds, event, fn, lambda: bpf.attach_raw_tracepoint(tp=event, fn_name=fn))
 
 
 def by_name(bpf, tp: str, fn: str) -> None:
@@ -59,9 +52,17 @@ def by_name(bpf, tp: str, fn: str) -> None:
     instead; cleanup closes it all the same (it splits keys at ':' only to call libbcc's
     bpf_detach_tracepoint, which does nothing for perf-event attachments).
     """
-    key = tp.encode()
-    before = bpf.tracepoint_fds.get(key)
-    bpf.attach_tracepoint(tp=tp, fn_name=fn)
-    bpf.tracepoint_fds[key + b"/" + fn.encode()] = bpf.tracepoint_fds.pop(key)
-    if before is not None:
-        bpf.tracepoint_fds[key] = before
+    _beside(bpf.tracepoint_fds, tp, fn, lambda: bpf.attach_tracepoint(tp=tp, fn_name=fn))
+
+
+def _beside(fds: dict, name: str, fn: str, attach) -> None:
+    """Run ``attach`` (which stores its fd in ``fds`` under ``name``) with any fd already under
+    ``name`` set aside, move the new fd to ``name/fn``, and put the old one back."""
+    key = name.encode()
+    before = fds.pop(key, None)
+    try:
+        attach()
+        fds[key + b"/" + fn.encode()] = fds.pop(key)
+    finally:
+        if before is not None:
+            fds[key] = before
