@@ -151,17 +151,22 @@ class RssSampler(threading.Thread):
                     row[key].append(val)
         return out
 
+    def _child_ends(self) -> tuple[tuple, tuple] | None:
+        """The first and the last sample that saw the command running (None: fewer than two)."""
+        with_child = [x for x in self.samples if x[4]]
+        return (with_child[0], with_child[-1]) if len(with_child) >= 2 else None
+
     def child_span_s(self) -> float | None:
         """Seconds from the first to the last sample that saw the command running."""
-        with_child = [x for x in self.samples if x[4]]
-        return with_child[-1][0] - with_child[0][0] if len(with_child) >= 2 else None
+        ends = self._child_ends()
+        return ends[1][0] - ends[0][0] if ends else None
 
     def cpu_pct_while_child(self) -> float | None:
         """The process's own CPU as % of one core while its command ran (start-up excluded)."""
-        with_child = [x for x in self.samples if x[4]]
-        if len(with_child) < 2 or with_child[-1][0] - with_child[0][0] < 0.5:
+        ends = self._child_ends()
+        if ends is None or ends[1][0] - ends[0][0] < 0.5:
             return None
-        a, b = with_child[0], with_child[-1]
+        a, b = ends
         return 100 * (b[3] - a[3]) / (b[0] - a[0])
 
     def cpu_before_child(self) -> float:
