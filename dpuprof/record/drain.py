@@ -12,6 +12,7 @@ emptied here by deleting every id (``clear_stack_map``); left full, ``bpf_get_st
 from __future__ import annotations
 
 import ctypes as ct
+import errno
 import os
 import time
 from collections import Counter, defaultdict
@@ -46,6 +47,63 @@ class _Cumulative:
                 out[key] = delta
         self.prev = current
         return out
+
+
+_BATCH = 1024  # entries per BPF_MAP_LOOKUP_BATCH call
+
+
+def _items(array, n: int, ctype) -> list:
+    """The first ``n`` elements of a ctypes array as ctypes objects (bcc's items() gives
+    objects: a simple type's element would come out as a plain int)."""
+    got = array[:n]
+    return [ctype(v) for v in got] if issubclass(ctype, ct._SimpleCData) else got
+
+
+def snapshot(table) -> list[tuple]:
+    """Every (key, value) of a bcc hash ``table``, as bcc ctypes objects, read with
+    BPF_MAP_LOOKUP_BATCH: one syscall per ``_BATCH`` entries instead of bcc's two per entry (next
+    key, then lookup), in arrays of that size rather than bcc's own batch helper's arrays of
+    ``max_entries`` (65536 sample keys are 5 MB, allocated and zeroed per call). Entries that
+    change while it reads are seen with either value, as with bcc's walk. Falls back to that walk
+    where the kernel or bcc has no batch lookup."""
+    from bcc.libbcc import lib
+
+    out: list[tuple] = []
+    token, count = ct.c_uint32(0), ct.c_uint32(0)
+    first = True
+    while True:
+        keys, values = (table.Key * _BATCH)(), (table.Leaf * _BATCH)()
+        count.value = _BATCH
+        res = lib.bpf_lookup_batch(table.map_fd, None if first else ct.byref(token), ct.byref(token),
+                                   ct.byref(keys), ct.byref(values), ct.byref(count))
+        err = ct.get_errno()
+        if res != 0 and err != errno.ENOENT:
+            if first:  # EINVAL/ENOTSUPP: no batch operations here
+                return list(table.items())
+            raise OSError(err, f"BPF_MAP_LOOKUP_BATCH: {os.strerror(err)}")
+        out.extend(zip(_items(keys, count.value, table.Key), _items(values, count.value, table.Leaf)))
+        first = False
+        if res != 0 or count.value == 0:  # ENOENT: the map's end
+            return out
+
+
+def delete_keys(table, keys: list) -> None:
+    """Delete ``keys`` (bcc ctypes keys of ``table``) with BPF_MAP_DELETE_BATCH, one syscall per
+    ``_BATCH``; one by one where the kernel has no batch delete, or a key is already gone (the
+    batch stops at the first missing key)."""
+    from bcc.libbcc import lib
+
+    for i in range(0, len(keys), _BATCH):
+        part = keys[i:i + _BATCH]
+        arr = (table.Key * len(part))(*part)
+        count = ct.c_uint32(len(part))
+        if lib.bpf_delete_batch(table.map_fd, ct.byref(arr), ct.byref(count)) == 0:
+            continue
+        for k in part[count.value:]:
+            try:
+                del table[k]
+            except KeyError:
+                pass
 
 
 def clear_stack_map(table) -> int:
@@ -117,12 +175,8 @@ class SampleDrainer:
         self.buf = 1 - old
         self.active[ct.c_int(0)] = ct.c_uint32(self.buf)
         time.sleep(_FLIP_SETTLE_S)
-        entries = [(k, v.value) for k, v in self.counts.items() if k.buf == old]
-        for k, _ in entries:
-            try:
-                del self.counts[k]
-            except KeyError:
-                pass
+        entries = [(k, v.value) for k, v in snapshot(self.counts) if k.buf == old]
+        delete_keys(self.counts, [k for k, _ in entries])
         return entries
 
     def _push_python_ranges(self, workload, sampled: set[int]) -> None:
@@ -178,7 +232,7 @@ class SampleDrainer:
         self._flip()
         # The buffer now written was emptied by the previous drain (or never used since load).
         self._clear(1 - self.buf)
-        self.run_cum.deltas({k.value: (v.value,) for k, v in self.run_ns.items()})
+        self.run_cum.deltas({k.value: (v.value,) for k, v in snapshot(self.run_ns)})
 
     def drain(self, workload: set[int]) -> dict:
         """Symbol names are resolved for ``workload`` processes, which go first so that they are
@@ -186,7 +240,7 @@ class SampleDrainer:
         entries = self._flip()
         # Read the exact times at the same instant as the sample buffer flips, before the slow
         # symbolisation below, so both describe the same interval.
-        run = self.run_cum.deltas({k.value: (v.value,) for k, v in self.run_ns.items()})
+        run = self.run_cum.deltas({k.value: (v.value,) for k, v in snapshot(self.run_ns)})
         self.sym.new_generation()
         if self.python_frames:
             self._push_python_ranges(workload, {k.tgid for k, _ in entries})

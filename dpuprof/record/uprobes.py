@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 
 from dpuprof.marker import MARK_MAGIC
-from dpuprof.record import uprobe_link
+from dpuprof.record import procfs, uprobe_link
 
 # Function ids and library ids: keep in step with probes/uprobes.bpf.c.
 FUNCS = {0: ("allreduce", None), 1: ("inflate", "decompress"), 2: ("deflate", "compress"),
@@ -145,6 +145,8 @@ class UprobeSession:
         self.limit_hz = max_hits_per_s()
         self.last_drain = time.monotonic()
         self.tried_paths: set[str] = set()
+        self._mapped: dict[int, set[str]] = {}  # pid -> executable files seen mapped (attach_new)
+        self._not_read: set[int] = set()  # ids attach_new no longer reads: threads, exited
         self.tried_inodes: set[tuple[int, int]] = set()
         self._marks: list[tuple] = []
         self._marks_lost = 0
@@ -160,16 +162,30 @@ class UprobeSession:
         self._marks_lost += n
 
     def attach_new(self, pids) -> bool:
-        """Attach the targets of libraries newly mapped by ``pids``; True when ``status`` changed."""
+        """Attach the targets of libraries newly mapped by ``pids``; True when ``status`` changed.
+
+        ``pids`` may hold thread ids and exited processes (the workload keeps every id it saw):
+        only live thread-group leaders are read, as the threads of a process share its maps.
+        Each one's maps are read every time (a library may be loaded at any moment), but only
+        the files it had not mapped before are looked at further."""
         paths: set[str] = set()
         for pid in pids:
+            if pid in self._not_read:
+                continue
             try:
+                if pid not in self._mapped and procfs.tgid(pid) != pid:
+                    raise OSError("a thread, not a process")
                 with open(f"/proc/{pid}/maps") as fh:
                     files = mapped_files(fh.read())
             except OSError:
-                continue  # exited, or not ours to read
+                self._not_read.add(pid)  # exited (ids are not reused soon), a thread, or not ours
+                self._mapped.pop(pid, None)
+                continue
+            known = self._mapped.setdefault(pid, set())
+            new = files - known
+            known |= new
             # A file of another mount namespace is reached through the process's root.
-            paths |= {f if os.path.exists(f) else f"/proc/{pid}/root{f}" for f in files}
+            paths |= {f if os.path.exists(f) else f"/proc/{pid}/root{f}" for f in new}
         return self.attach_paths(paths)
 
     def attach_paths(self, paths: set[str]) -> bool:

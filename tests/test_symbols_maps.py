@@ -1,0 +1,55 @@
+"""Unit tests of record/symbols.py's maps view of a process: code lookup, data areas, and when a
+miss is worth re-reading /proc/PID/maps for."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+from dpuprof.record.symbols import (MAX_BACKOFF, MIN_MAP_ADDR, USER_SPACE_END, ProcessMaps, could_be_code,
+                                    worth_rereading)
+
+
+def _own():
+    return ProcessMaps(os.getpid())
+
+
+def test_code_address_maps_to_its_library_and_data_is_known_as_data():
+    maps = _own()
+    libc = ctypes.CDLL(None)
+    code = ctypes.cast(libc.getpid, ctypes.c_void_p).value
+    path = maps.lookup(code)
+    assert path is not None and "libc" in os.path.basename(path), path
+    assert not maps.in_data(code)
+    buf = ctypes.create_string_buffer(1 << 20)  # heap or an anonymous mapping, not code
+    addr = ctypes.addressof(buf)
+    maps.reload()
+    assert maps.lookup(addr) is None
+    assert maps.in_data(addr)
+
+
+def test_misses_reread_only_for_possible_code_and_back_off_while_nothing_changes():
+    maps = ProcessMaps(os.getpid(), generation=3)
+    data = ctypes.addressof(ctypes.create_string_buffer(4096))
+    maps.reload(3)
+    areas = sorted(maps.data + [e[:2] for e in maps.entries])
+    unmapped = next(end + 4096 for _s, end in areas  # a hole: no area holds it
+                    if end + 4096 < USER_SPACE_END and not any(a <= end + 4096 < b for a, b in areas))
+    assert not could_be_code(maps, data)
+    assert not could_be_code(maps, MIN_MAP_ADDR - 8)
+    assert not could_be_code(maps, 0x8B48000000000000)  # bytes of code taken for an address
+    assert could_be_code(maps, unmapped)
+    assert not worth_rereading(maps, unmapped, generation=3)  # read in this generation
+    # Each re-read that finds the same code doubles the wait, up to MAX_BACKOFF drains.
+    gen, gaps = 3, []
+    for _ in range(6):
+        wait = next(g for g in range(1, 100) if worth_rereading(maps, unmapped, gen + g))
+        gaps.append(wait)
+        gen += wait
+        maps.reload(gen)
+    assert gaps == [2, 4, 8, 8, 8, 8] and MAX_BACKOFF == 8, gaps  # the test's reload(3) was the first
+    # New code resets the wait: a library loaded after the first read.
+    maps.entries = maps.entries[1:]
+    maps.starts = maps.starts[1:]
+    maps.reload(gen + MAX_BACKOFF)
+    assert maps.backoff == 1
