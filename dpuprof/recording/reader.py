@@ -25,6 +25,7 @@ from pathlib import Path
 from dpuprof.errors import UserError
 from dpuprof.recording.checks import MAX_ABS, check_types as _check_types, fail as _fail
 from dpuprof.recording.packing import unpack_counts, unpack_ids
+from dpuprof.recording import threadpack
 from dpuprof.recording.folded import join as join_frames
 from dpuprof.recording.schema import LATE_COLUMNS, READABLE_VERSIONS, SCHEMA_VERSION, SINCE, TABLES
 
@@ -176,6 +177,9 @@ def _load(path: Path, source: Path, writable: bool = False) -> Recording:
             if table == "stack_samples" and subs is not None:
                 frames[table] = _check_types(path, table, _read_stack_counts(path, db))
                 continue
+            if table in threadpack.PACKED and version >= 4:
+                frames[table] = _check_types(path, table, _read_thread_packed(path, db, table, subs))
+                continue
             if version < SINCE.get(table, 1):
                 frames[table] = _check_types(path, table, pd.DataFrame({c: [] for c in cols}))
                 continue
@@ -318,6 +322,28 @@ def _read_stack_counts(path, db):
         except ValueError as err:
             _fail(path, f"damaged table stack_counts: {err}")
     return pd.DataFrame(out, columns=list(TABLES["stack_samples"]))
+
+
+def _read_thread_packed(path, db, table: str, subs):
+    """v4: thread_time, thread_wait or thread_category from ``<table>_packed`` (one blob per
+    interval, threadpack.py) with the v2/v3 columns and units."""
+    import pandas as pd
+
+    packed = threadpack.PACKED[table]
+    names = {i: sub for i, (_, sub) in subs.items()}
+    try:
+        rows = db.execute(f"SELECT interval, rows FROM {packed} ORDER BY interval").fetchall()
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as err:
+        _fail(path, f"damaged table {packed} ({_first_line(err)})")
+    out = []
+    for interval, blob in rows:
+        if not isinstance(interval, int) or not isinstance(blob, bytes):
+            _fail(path, f"damaged table {packed}: wrong value types")
+        try:
+            out.extend((interval, *row) for row in threadpack.unpack(table, blob, names))
+        except ValueError as err:
+            _fail(path, f"damaged table {packed}: {err}")
+    return pd.DataFrame(out, columns=list(TABLES[table]))
 
 
 def _read_stacks_v3(path, db, subs):

@@ -34,12 +34,19 @@ blobs (``stack_list``), stack samples as one packed row per interval and process
 ``stack_samples`` and friendlier ``v_*`` views to the sqlite3 CLI. A version-1 or -2
 file reads with the new tables empty and the new columns missing; the reader gives every version
 the same DataFrames (``TABLES``).
+
+Version 4 stores the per-thread tables packed (issue 11): ``thread_time_packed``,
+``thread_wait_packed`` and ``thread_category_packed`` hold one blob per interval
+(dpuprof/recording/threadpack.py), and ``thread_time``, ``thread_wait`` and ``thread_category``
+become views with the v2/v3 columns and units. The reader gives v2 to v4 the same DataFrames.
 """
 
-SCHEMA_VERSION = 3
+from dpuprof.recording import threadpack
+
+SCHEMA_VERSION = 4
 
 #: Versions this code can read. Older versions are upgraded in memory by the reader.
-READABLE_VERSIONS = (1, 2, 3)
+READABLE_VERSIONS = (1, 2, 3, 4)
 
 DDL = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -172,22 +179,23 @@ CREATE TABLE IF NOT EXISTS threads (
 -- are missing and counted in lost as "thread_exit_unaccounted" (dpuprof/record/threads.py).
 -- off_cpu_ns also holds each wake-up's latency (from sched_waking until the wakee is queued on
 -- its CPU, e.g. an IPI to an idle vCPU), which neither runq_ns nor thread_wait counts.
-CREATE TABLE IF NOT EXISTS thread_time (
-    interval INTEGER NOT NULL, tid INTEGER NOT NULL, on_cpu_ns INTEGER NOT NULL,
-    runq_ns INTEGER NOT NULL, off_cpu_ns INTEGER NOT NULL);
+-- v2/v3 stored the table thread_time (interval, tid, on_cpu_ns, runq_ns, off_cpu_ns), all INTEGER;
+-- v4 stores thread_time_packed (below) and thread_time is a view of it with those columns.
 -- v2: blocked time of workload threads by why and by who woke them (sched_switch prev_state and
 -- sched_waking): state "io" (uninterruptible, D), "sleep" (interruptible, S) or "other" (stopped,
 -- traced); waker_pid/waker_tid the task that woke it (0 when woken from interrupt context: a
 -- device interrupt, an expiring hrtimer, a softirq; -1 when the wake-up was not seen, the wait
 -- then ending at the switch-in), ns the time from switch-out to wake-up, count the wake-ups. A
 -- wait is counted in the interval its wake-up falls in; preemption is run-queue time, not a wait.
-CREATE TABLE IF NOT EXISTS thread_wait (
-    interval INTEGER NOT NULL, tid INTEGER NOT NULL, state TEXT NOT NULL, waker_pid INTEGER NOT NULL,
-    waker_tid INTEGER NOT NULL, ns INTEGER NOT NULL, count INTEGER NOT NULL);
+-- v2/v3 stored the table thread_wait (interval, tid, state TEXT, waker_pid, waker_tid, ns, count);
+-- v4 stores thread_wait_packed, state as its code: 1 "sleep", 2 "io", 3 "other" (threadpack.py).
 -- v2: CPU samples of workload threads per interval x thread x subcategory (the per-thread view
 -- of cpu_category's per-process samples).
-CREATE TABLE IF NOT EXISTS thread_category (
-    interval INTEGER NOT NULL, tid INTEGER NOT NULL, subcategory TEXT NOT NULL, samples INTEGER NOT NULL);
+-- v2/v3 stored the table thread_category (interval, tid, subcategory TEXT, samples); v4 stores
+-- thread_category_packed, the subcategory as its subcategories.subcategory_id.
+-- v4: one row per interval for each: rows packs the interval's tuples in the order written
+-- (dpuprof/recording/threadpack.py has each table's fields and codings).
+""" + threadpack.DDL + """
 -- v2: collective operations (uprobes on the collective library): op ("allreduce", ...), count of
 -- calls that ended in the interval, bytes of payload per rank, duration_ns summed.
 CREATE TABLE IF NOT EXISTS collectives (
@@ -273,7 +281,8 @@ def _unpack(name: str, table: str, keys: str, blob: str, extra: tuple[str, str, 
 _FOLD = ("folded", "''", f"CASE WHEN b < 128 THEN folded || CASE WHEN k >= 0 THEN ';' ELSE '' END || "
                          f"coalesce((SELECT name FROM frames WHERE frame_id = {_VALUE}), '?') ELSE folded END")
 
-#: Views created in every v3 file, so SQL in the sqlite3 CLI needs no blob decoding
+#: Views created in every v3 file (v4: and the per-thread views of threadpack.py), so SQL in the
+#: sqlite3 CLI needs no blob decoding
 #: (docs/recording.md has example queries). cpu_category, stacks and stack_samples have the
 #: columns the v1/v2 tables of those names had (stacks with folded text in place of frame_ids),
 #: so a query written for an older file runs on a new one.
@@ -319,4 +328,4 @@ SELECT p.pid, p.ppid, p.comm, p.cmdline, p.in_workload, p.first_seen, p.last_see
        coalesce(t.cpu_s, 0), coalesce(t.samples, 0)
 FROM processes p LEFT JOIN (SELECT pid, sum(cpu_s) AS cpu_s, sum(samples) AS samples FROM cpu_category
                             GROUP BY pid) t ON t.pid = p.pid;
-"""
+""" + threadpack.view_sql(_unpack)

@@ -6,7 +6,8 @@ written. The rollback journal (not WAL) keeps the data in the one file after eve
 file can be copied or read at any moment and survives ``kill -9`` up to the last interval.
 
 Schema v3 stores less for the same DataFrames (docs/recording.md): category pairs by id, CPU time
-in integer ns, stacks as packed frame-id blobs; at ``close`` the stack samples older than
+in integer ns, stacks as packed frame-id blobs (v4: and the per-thread tables as one packed row per
+interval, threadpack.py); at ``close`` the stack samples older than
 ``bucket_after_s`` are merged into ``bucket_s`` buckets and the file is vacuumed, in transactions
 of their own, so a recorder killed at any point leaves a consistent file.
 """
@@ -21,6 +22,8 @@ from pathlib import Path
 from dpuprof.errors import UserError
 from dpuprof.recording.packing import pack_counts, pack_ids, unpack_counts
 from dpuprof.recording.schema import DDL, LATE_COLUMNS, SCHEMA_VERSION, TABLES, VIEWS
+from dpuprof.recording import threadpack
+from dpuprof.categories import top_level
 
 #: Stack samples older than this (seconds before the last interval) are merged at ``close``...
 BUCKET_AFTER_S = 60.0
@@ -69,6 +72,7 @@ class RecordingWriter:
         _create_exclusive(self.path, owner)
         self._frame_ids: dict[str, int] = {}
         self._sub_ids: dict[tuple[str, str], int] = {}
+        self._sub_names: dict[str, int] = {}  # subcategory -> the first id stored with that name
         self._pending: list[tuple[dict, object]] = []  # cache entries of the open transaction
         self._bucket = (bucket_after_s, bucket_s)
         self._interval_s = float(meta.get("interval_s") or 1.0)
@@ -149,6 +153,9 @@ class RecordingWriter:
             if table == "stack_samples":
                 self._write_stack_counts(interval, rows)
                 continue
+            if table in threadpack.PACKED:
+                self._write_thread_table(interval, table, rows)
+                continue
             # A row may carry the table's LATE_COLUMNS too (gpu's mem_total_bytes): name the
             # columns, so the older, shorter row shape still inserts.
             cols = TABLES[table]
@@ -166,7 +173,27 @@ class RecordingWriter:
             sid = self._sub_ids[key] = len(self._sub_ids) + 1
             self._pending.append((self._sub_ids, key))
             self._db.execute("INSERT INTO subcategories VALUES (?, ?, ?)", (sid, category, subcategory))
+            if subcategory not in self._sub_names:
+                self._sub_names[subcategory] = sid
+                self._pending.append((self._sub_names, subcategory))
         return sid
+
+    def _sub_id_by_name(self, subcategory: str) -> int:
+        """The id of a subcategory named without its category (thread_category rows): the pair
+        stored with that name, else (its top-level category, it), stored now."""
+        sid = self._sub_names.get(subcategory)
+        return sid if sid is not None else self._sub_id(top_level(subcategory), subcategory)
+
+    def _write_thread_table(self, interval: int, table: str, rows) -> None:
+        """thread_time, thread_wait or thread_category rows as the interval's one packed row of
+        ``<table>_packed``, in the order given (threadpack.py)."""
+        if table == "thread_time":
+            blob = threadpack.pack_time(rows)
+        elif table == "thread_wait":
+            blob = threadpack.pack_wait(rows)
+        else:
+            blob = threadpack.pack_category(rows, self._sub_id_by_name)
+        self._db.execute(f"INSERT INTO {threadpack.PACKED[table]} VALUES (?, ?)", (interval, blob))
 
     def _write_cpu(self, interval: int, rows) -> None:
         """cpu_category rows (pid, category, subcategory, samples, cpu_s) as the interval's packed
