@@ -9,6 +9,8 @@ Most significant first makes the SQL view that unpacks it (``schema.VIEWS``) a r
 
 from __future__ import annotations
 
+from itertools import accumulate
+
 #: Ids above this are damage (and would not fit SQLite's 64-bit integers once read back).
 MAX_ID = (1 << 62) - 1
 #: Longest encoding of one id (62 bits in 7-bit groups).
@@ -97,16 +99,11 @@ def unpack_tuples(data: bytes, codes: str) -> list[tuple]:
     width = len(codes)
     if len(values) % width:
         raise ValueError(f"packed rows are not whole tuples of {width} values")
-    prev = [0] * width
-    rows = []
-    for start in range(0, len(values), width):
-        row = []
-        for i, code in enumerate(codes):
-            value = values[start + i]
-            if code == "d":
-                value = prev[i] = prev[i] + unzigzag(value)
-            elif code == "z":
-                value = unzigzag(value)
-            row.append(value)
-        rows.append(tuple(row))
-    return rows
+    # Column by column: a "d" column is the running sum of its deltas.
+    cols = []
+    for i, code in enumerate(codes):
+        col = values[i::width]
+        if code != "u":
+            col = map(unzigzag, col)
+        cols.append(accumulate(col) if code == "d" else col)
+    return list(zip(*cols))
