@@ -155,7 +155,7 @@ def test_a_real_recording_rewritten_as_v4_reads_the_same_in_python_and_sql(fixtu
     ("UPDATE thread_time_packed SET rows = x'81' WHERE interval = 0", "thread_time_packed"),
     ("UPDATE thread_time_packed SET rows = x'0102' WHERE interval = 0", "whole tuples"),
     ("UPDATE thread_time_packed SET rows = x'02050601' WHERE interval = 0", "lived less"),
-    ("UPDATE thread_wait_packed SET rows = x'020900000101' WHERE interval = 1", "state code"),
+    ("UPDATE thread_wait_packed SET rows = x'0200000104' WHERE interval = 1", "state code"),
     ("UPDATE thread_category_packed SET rows = x'026301' WHERE interval = 1", "subcategory_id"),
     ("UPDATE thread_category_packed SET rows = 'x' WHERE interval = 1", "wrong value types"),
 ])

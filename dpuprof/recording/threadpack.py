@@ -8,8 +8,8 @@ tuple's field, ``z`` a zigzagged value, ``u`` the value; all integers, ns kept t
 - thread_time: tid d, on_cpu_ns u, runq_ns u, lived_ns d where lived_ns = on_cpu_ns + runq_ns +
   off_cpu_ns (the part of the interval the thread lived: the same for every thread that lived
   through it, so its delta is one byte where off_cpu_ns itself would take five).
-- thread_wait: tid d, state code u (``STATE_CODES``), waker_pid d, waker_tid - waker_pid z, ns u,
-  count u.
+- thread_wait: tid d, waker_pid d, waker_tid - waker_pid z, ns u, count * 4 + state code u
+  (``STATE_CODES``; a wake-up or up to 31 in one byte).
 - thread_category: tid d, subcategory_id u (``subcategories``), samples u.
 
 ``VIEWS`` unpacks them in SQL into views with the v2/v3 tables' names, columns and units.
@@ -24,7 +24,7 @@ STATE_CODES = {"sleep": 1, "io": 2, "other": 3}
 STATES = {code: name for name, code in STATE_CODES.items()}
 
 #: The packed tables and the coding of each tuple's fields.
-CODES = {"thread_time": "duud", "thread_wait": "dudzuu", "thread_category": "duu"}
+CODES = {"thread_time": "duud", "thread_wait": "ddzuu", "thread_category": "duu"}
 PACKED = {table: f"{table}_packed" for table in CODES}
 
 
@@ -50,14 +50,15 @@ def pack_wait(rows) -> bytes:
         for tid, state, waker_pid, waker_tid, ns, count in rows:
             if state not in STATE_CODES:
                 raise ValueError(f"thread_wait state {state!r} is not one of {sorted(STATE_CODES)}")
-            yield tid, STATE_CODES[state], waker_pid, waker_tid - waker_pid, ns, count
+            yield tid, waker_pid, waker_tid - waker_pid, ns, count * 4 + STATE_CODES[state]
     return pack_tuples(coded(), CODES["thread_wait"])
 
 
 def unpack_wait(blob: bytes) -> list[tuple]:
     """The rows of ``pack_wait``; ValueError on a damaged blob or an unknown state code."""
     out = []
-    for tid, code, waker_pid, waker_rel, ns, count in unpack_tuples(blob, CODES["thread_wait"]):
+    for tid, waker_pid, waker_rel, ns, coded in unpack_tuples(blob, CODES["thread_wait"]):
+        count, code = divmod(coded, 4)
         if code not in STATES:
             raise ValueError(f"unknown thread_wait state code {code}")
         out.append((tid, STATES[code], waker_pid, waker_pid + waker_rel, ns, count))
@@ -121,8 +122,8 @@ def view_sql(unpack) -> str:
         + f"SELECT interval, {_run('f0')}, f1, f2, {_run('f3')} - f1 - f2 FROM t;\n"
         "CREATE VIEW IF NOT EXISTS thread_wait (interval, tid, state, waker_pid, waker_tid, ns, count) AS\n"
         + fields("thread_wait")
-        + f"SELECT interval, {_run('f0')}, CASE f1 {states} END, {_run('f2')}, "
-          f"{_run('f2')} + {_unzig('f3')}, f4, f5 FROM t;\n"
+        + f"SELECT interval, {_run('f0')}, CASE f4 % 4 {states} END, {_run('f1')}, "
+          f"{_run('f1')} + {_unzig('f2')}, f3, f4 / 4 FROM t;\n"
         "CREATE VIEW IF NOT EXISTS thread_category (interval, tid, subcategory, samples) AS\n"
         + fields("thread_category")
         + f"SELECT x.interval, x.tid, c.subcategory, x.samples FROM (SELECT interval, {_run('f0')} AS tid, f1, "
