@@ -188,7 +188,7 @@ CREATE TABLE IF NOT EXISTS threads (
 -- then ending at the switch-in), ns the time from switch-out to wake-up, count the wake-ups. A
 -- wait is counted in the interval its wake-up falls in; preemption is run-queue time, not a wait.
 -- v2/v3 stored the table thread_wait (interval, tid, state TEXT, waker_pid, waker_tid, ns, count);
--- v4 stores thread_wait_packed, state as its code: 1 "sleep", 2 "io", 3 "other" (threadpack.py).
+-- v4 stores thread_wait_packed, state as a code: 1 "sleep", 2 "io", 3 "other" (threadpack.py).
 -- v2: CPU samples of workload threads per interval x thread x subcategory (the per-thread view
 -- of cpu_category's per-process samples).
 -- v2/v3 stored the table thread_category (interval, tid, subcategory TEXT, samples); v4 stores
