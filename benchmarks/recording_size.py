@@ -1,4 +1,5 @@
-"""Recording size: re-write a recording through the current (v3) writer and compare the bytes.
+"""Recording size: re-write a recording through the current writer (schema.SCHEMA_VERSION) and
+compare the bytes.
 
     python3 benchmarks/recording_size.py fixtures/long/recording.rec fixtures/ddp-plain/recording.rec \\
         [--out-dir DIR] [--no-buckets] [--json FILE]
@@ -23,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 from dpuprof.recording import load
-from dpuprof.recording.schema import LATE_COLUMNS, TABLES
+from dpuprof.recording.schema import LATE_COLUMNS, SCHEMA_VERSION, TABLES
 from dpuprof.recording.writer import RecordingWriter
 
 # Tables the writer takes as keyword arguments, not per-interval rows.
@@ -103,7 +104,7 @@ def by_table(path: Path) -> list[tuple[str, int]]:
 
 def measure(src: Path, out_dir: Path, buckets: bool) -> dict:
     rec = load(src)
-    out = out_dir / f"{src.parent.name}-v3.rec"
+    out = out_dir / f"{src.parent.name}-v{SCHEMA_VERSION}.rec"
     rewrite(rec, out, buckets)
     new = load(out)
     minutes = rec.duration_s / 60
@@ -129,13 +130,13 @@ def main(argv=None) -> int:
         r = measure(src, out_dir, not args.no_buckets)
         results.append(r)
         print(f"{src}: v{r['schema_before']} {r['bytes_before']:,} B ({r['mb_per_min_before']} MB/min) -> "
-              f"v3 {r['bytes_after']:,} B ({r['mb_per_min_after']} MB/min), {r['ratio']}x smaller over "
+              f"v{SCHEMA_VERSION} {r['bytes_after']:,} B ({r['mb_per_min_after']} MB/min), {r['ratio']}x smaller over "
               f"{r['duration_min']} min; stack buckets {r['stack_buckets']}; "
               f"differences: {r['differences'] or 'none'}")
         after = dict(r["tables_after"])
         print("  bytes by table, before -> after:",
               ", ".join(f"{n} {b:,}->{after.get(n, 0):,}" for n, b in r["tables_before"][:8]))
-        print("  v3 tables:", ", ".join(f"{n} {b:,}" for n, b in r["tables_after"][:10]))
+        print(f"  v{SCHEMA_VERSION} tables:", ", ".join(f"{n} {b:,}" for n, b in r["tables_after"][:10]))
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     return 1 if any(r["differences"] for r in results) else 0
