@@ -262,13 +262,15 @@ def load(bpf_cls, wanted: list[str]) -> tuple[object | None, list[str], dict[str
     """Compile and attach the ``wanted`` probes. Returns (bpf, used names, {unavailable: reason}).
 
     perf_event attachment (cpu_sample) is done by the caller, which knows the frequency. Once
-    loaded, the compiler's code pages are dropped from the RSS (bcc_loader.release_compiler_pages).
+    loaded, the compiler's code pages are dropped from the RSS (bcc_loader.release_compiler_pages)
+    and the parsed kernel BTF is let go.
     """
     from dpuprof.record.bcc_loader import release_compiler_pages
 
     try:
         return _load(bpf_cls, wanted)
     finally:
+        _kernel_btf.cache_clear()  # the parsed BTF (~10 MB of Python objects) is needed only here
         release_compiler_pages()
 
 
