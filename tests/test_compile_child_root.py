@@ -36,10 +36,10 @@ def test_probes_compiled_in_a_child_work_here_and_close_cleanly():
 
     bcc = import_bcc()
     before = _fds()
-    bpf, used, unavailable = probes.load(bcc.BPF, ["proc_tree", "cpu_sample"])
+    bpf, used, unavailable = probes.load(bcc.BPF, ["proc_tree", "cpu_sample", "uprobes"])
     try:
         assert type(bpf).__name__ == "ShippedBPF" and bpf.module is None
-        assert used == ["proc_tree", "cpu_sample"] and "proc_tree" not in unavailable
+        assert used == ["proc_tree", "cpu_sample", "uprobes"] and unavailable == {}
         # The compile ran elsewhere: this process holds (almost) none of libclang's pages.
         assert _rss_file_kb("libclang-cpp") < 8 * 1024
         new = _fds() - before
@@ -58,6 +58,10 @@ def test_probes_compiled_in_a_child_work_here_and_close_cleanly():
             os._exit(0)
         os.waitpid(pid, 0)
         assert tree[tree.Key(pid)].value == os.getpid()
+        # bcc's kprobe-type copy of a uprobe function loads here from the child's bytecode, its
+        # map fds rewritten to this process's (the verifier refuses an fd that is not a map).
+        fn = bpf.load_func("on_ddp_step", bcc.BPF.KPROBE)
+        assert fn.fd >= 0 and not os.get_inheritable(fn.fd) and bpf.load_func(b"on_ddp_step", 0) is fn
         with pytest.raises(Exception, match="cannot load"):
             bpf.load_func("no_such_function", bcc.BPF.KPROBE)
     finally:
@@ -104,3 +108,22 @@ def test_the_in_process_knob_and_fake_classes_compile_here(monkeypatch):
     assert compile_child.load(import_bcc().BPF, [], load_fn, ())[0] is import_bcc().BPF
     monkeypatch.delenv(compile_child.INPROCESS_ENV)
     assert compile_child.load(object, [], load_fn, ())[0] is object
+
+
+def test_relocate_rewrites_only_map_fd_immediates():
+    import struct
+
+    from dpuprof.record.compile_child import relocate
+
+    def insn(code, regs, off, imm):
+        return struct.pack("<BBhi", code, regs, off, imm)
+
+    prog = (insn(0x18, 0x11, 0, 7) + insn(0, 0, 0, 0)      # r1 = map fd 7 (ld_imm64, 2 slots)
+            + insn(0x18, 0x02, 0, 7) + insn(0, 0, 0, 7)    # r2 = the constant 7: not a map
+            + insn(0xb7, 0x01, 0, 7)                       # r1 = 7 (mov)
+            + insn(0x95, 0, 0, 0))                         # exit
+    out = relocate(prog, {7: 42})
+    assert struct.unpack_from("<i", out, 4)[0] == 42
+    assert out[8:] == prog[8:]
+    with pytest.raises(ValueError):
+        relocate(prog, {})

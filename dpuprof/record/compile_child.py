@@ -21,6 +21,7 @@ as before; ``DPUPROF_COMPILE_INPROCESS=1`` forces that (to compare the two).
 from __future__ import annotations
 
 import atexit
+import base64
 import json
 import os
 import socket
@@ -33,16 +34,22 @@ _FD_CHUNK = 200  # fds per SCM_RIGHTS message (the kernel's SCM_MAX_FD is 253)
 
 
 def load(bpf_cls, wanted: list[str], load_fn, perf_event_funcs: tuple[str, ...]):
-    """``load_fn(bpf_cls, wanted)`` (probes._load: (bpf, used, unavailable)) run in a forked child,
-    its BPF object rebuilt here as a ``ShippedBPF``; in this process instead when ``bpf_cls`` is
-    not bcc's own BPF (a test's fake), when ``DPUPROF_COMPILE_INPROCESS`` is set, or when the child
-    delivers nothing. ``perf_event_funcs``: functions the child loads as perf_event programs (the
-    other functions left unloaded by ``load_fn`` are uprobe functions). A UserError raised in the
-    child is raised here."""
+    """``start(...).result()``: see ``start``."""
+    return start(bpf_cls, wanted, load_fn, perf_event_funcs).result()
+
+
+def start(bpf_cls, wanted: list[str], load_fn, perf_event_funcs: tuple[str, ...]) -> "Pending":
+    """Start ``load_fn(bpf_cls, wanted)`` (probes._load: (bpf, used, unavailable)) in a forked
+    child; its ``result()`` is that triple with the BPF object rebuilt here as a ``ShippedBPF``.
+    The load runs in this process instead (at ``result()``) when ``bpf_cls`` is not bcc's own BPF
+    (a test's fake), when ``DPUPROF_COMPILE_INPROCESS`` is set, or when the child delivers nothing.
+    ``perf_event_funcs``: functions the child loads as perf_event programs (the other functions
+    ``load_fn`` left unloaded are uprobe functions). A UserError raised in the child is raised by
+    ``result()``. Until then this process is free to do other start-up work."""
     import bcc
 
     if bpf_cls is not bcc.BPF or os.environ.get(INPROCESS_ENV, "") not in ("", "0"):
-        return load_fn(bpf_cls, wanted)
+        return Pending(lambda: load_fn(bpf_cls, wanted))
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     pid = os.fork()
     if pid == 0:  # the child: never returns, never runs the parent's atexit handlers
@@ -57,20 +64,44 @@ def load(bpf_cls, wanted: list[str], load_fn, perf_event_funcs: tuple[str, ...])
     from dpuprof.record.bcc_loader import release_compiler_pages
 
     release_compiler_pages()  # the pages the dynamic loader touched importing bcc, while the child compiles
+    return Pending(lambda: _collect(pid, ours, lambda: load_fn(bpf_cls, wanted)))
+
+
+class Pending:
+    """A load under way: ``result()`` waits for it (once; later calls return the same triple)."""
+
+    def __init__(self, finish):
+        self._finish, self._out = finish, None
+
+    def result(self):
+        if self._out is None:
+            self._out = self._finish()
+        return self._out
+
+
+def _collect(pid: int, sock, fallback):
+    """The child's result, rebuilt here (``fallback()`` when it delivered nothing)."""
     try:
-        state, fds = _receive(ours)
+        state, fds = _receive(sock)
     except (OSError, ValueError, EOFError):
         state, fds = None, []
     finally:
-        ours.close()
+        sock.close()
         os.waitpid(pid, 0)
     if state is None:
         for fd in fds:
             os.close(fd)
-        return load_fn(bpf_cls, wanted)
+        return fallback()
     if "user_error" in state:
         raise UserError(state["user_error"])
-    bpf = shipped_class()(state, fds) if state["bpf"] else None
+    bpf = None
+    if state["bpf"]:
+        import functools
+
+        from dpuprof.record import attach
+
+        bpf = shipped_class()(state, fds)
+        bpf.cleanup = functools.partial(attach.cleanup_in_parallel, bpf, bpf.cleanup)  # as probes._build
     return bpf, state["used"], state["unavailable"]
 
 
@@ -93,7 +124,9 @@ def _describe(bpf, perf_event_funcs, fds: list[int]) -> dict:
     by index). Loads the functions not loaded yet first."""
     from bcc.libbcc import lib
 
-    errors, multi_refused = _preload(bpf, perf_event_funcs)
+    from bcc.libbcc import lib as _lib
+
+    errors, multi_refused, code = _preload(bpf, perf_event_funcs)
     mod = bpf.module
 
     def ref(fd: int) -> int:
@@ -109,23 +142,28 @@ def _describe(bpf, perf_event_funcs, fds: list[int]) -> dict:
         if fd < 0:
             continue
         fields = [s(lib.bpf_perf_event_field(mod, name, j)) for j in range(lib.bpf_perf_event_fields(mod, name))]
-        maps.append({"name": s(name), "id": i, "fd": ref(fd), "type": lib.bpf_table_type_id(mod, i),
+        maps.append({"name": s(name), "id": i, "fd": ref(fd), "child_fd": fd, "type": lib.bpf_table_type_id(mod, i),
                      "flags": lib.bpf_table_flags_id(mod, i), "max_entries": lib.bpf_table_max_entries_id(mod, i),
                      "key": s(lib.bpf_table_key_desc(mod, name) or b""),
                      "leaf": s(lib.bpf_table_leaf_desc(mod, name) or b""), "fields": fields})
     from dpuprof.record import uprobe_link
 
-    return {"maps": maps, "load_errors": errors, "multi_refused": multi_refused,
+    return {"maps": maps, "load_errors": errors, "multi_refused": multi_refused, "code": code,
+            "license": s(_lib.bpf_module_license(mod)), "kern_version": _lib.bpf_module_kern_version(mod),
             "funcs": [(s(name), ref(fn.fd)) for name, fn in bpf.funcs.items()],
             "multi": [(s(name), ref(fd)) for name, fd in uprobe_link.programs(bpf).items()],
             "tracepoint_fds": [(s(k), ref(fd)) for k, fd in bpf.tracepoint_fds.items()],
             "raw_tracepoint_fds": [(s(k), ref(fd)) for k, fd in bpf.raw_tracepoint_fds.items()]}
 
 
-def _preload(bpf, perf_event_funcs) -> tuple[dict[str, str], str | None]:
+def _preload(bpf, perf_event_funcs) -> tuple[dict[str, str], str | None, dict[str, str]]:
     """Load every function ``bpf`` has not loaded: those of ``perf_event_funcs`` as perf_event
-    programs, the rest (uprobe functions) as bcc's kprobe-type programs and as uprobe-multi
-    copies. Returns ({function: why it failed to load}, why uprobe-multi programs are refused)."""
+    programs, the rest (uprobe functions) as uprobe-multi copies (record/uprobe_link.py). Returns
+    ({function: why it failed to load}, why uprobe-multi programs are refused, {uprobe function:
+    its bytecode, base64}): bcc's own kprobe-type copy of a uprobe function is needed only where
+    a link is refused, and is then loaded by the parent from that bytecode (``load_func``)."""
+    import ctypes as ct
+
     from bcc import BPF
     from bcc.libbcc import lib
 
@@ -133,23 +171,26 @@ def _preload(bpf, perf_event_funcs) -> tuple[dict[str, str], str | None]:
 
     errors: dict[str, str] = {}
     multi_refused = None
-    for i in range(lib.bpf_num_functions(bpf.module)):
-        name = lib.bpf_function_name(bpf.module, i)
+    code: dict[str, str] = {}
+    mod = bpf.module
+    for i in range(lib.bpf_num_functions(mod)):
+        name = lib.bpf_function_name(mod, i)
         if name in bpf.funcs:
             continue
-        perf = name.decode() in perf_event_funcs
-        try:
-            bpf.load_func(name, BPF.PERF_EVENT if perf else BPF.KPROBE)
-        except Exception as err:  # bcc raises a bare Exception
-            errors[name.decode("latin-1")] = str(err).splitlines()[0][:300] if str(err) else repr(err)
+        if name.decode() in perf_event_funcs:
+            try:
+                bpf.load_func(name, BPF.PERF_EVENT)
+            except Exception as err:  # bcc raises a bare Exception
+                errors[name.decode("latin-1")] = (str(err) or repr(err)).splitlines()[0][:300]
             continue
-        if perf or multi_refused is not None:
-            continue
-        try:
-            uprobe_link.programs(bpf)[name] = uprobe_link._load_multi(bpf, name)
-        except OSError as err:
-            multi_refused = f"uprobe-multi program refused ({err.strerror})"
-    return errors, multi_refused
+        code[name.decode("latin-1")] = base64.b64encode(
+            ct.string_at(lib.bpf_function_start(mod, name), lib.bpf_function_size(mod, name))).decode()
+        if multi_refused is None:
+            try:
+                uprobe_link.programs(bpf)[name] = uprobe_link._load_multi(bpf, name)
+            except OSError as err:
+                multi_refused = f"uprobe-multi program refused ({err.strerror})"
+    return errors, multi_refused, code
 
 
 def _table_names(mod) -> list[bytes]:
@@ -242,8 +283,10 @@ def _make_shipped_class():
             self.funcs = {b(n): BPF.Function(self, b(n), fds[i]) for n, i in state["funcs"]}
             self.tracepoint_fds = {b(k): fds[i] for k, i in state["tracepoint_fds"]}
             self.raw_tracepoint_fds = {b(k): fds[i] for k, i in state["raw_tracepoint_fds"]}
-            self._load_errors = state["load_errors"]
+            self._load_errors, self._code = state["load_errors"], state["code"]
+            self._license, self._kern_version = b(state["license"]), state["kern_version"]
             self._map_fds = [fds[m["fd"]] for m in state["maps"]]
+            self._fd_map = {m["child_fd"]: fds[m["fd"]] for m in state["maps"]}
             from dpuprof.record import uprobe_link
 
             uprobe_link.programs(self).update({b(n): fds[i] for n, i in state["multi"]})
@@ -273,11 +316,19 @@ def _make_shipped_class():
             return self._shipped[name]  # KeyError for a map the program lacks, as bcc
 
         def load_func(self, func_name, prog_type, device=None, attach_type=-1):
+            """A loaded function, or one loaded now from the child's bytecode (bcc's kprobe-type
+            copy of a uprobe function, where a uprobe-multi link was refused)."""
             func_name = func_name.encode("latin-1") if isinstance(func_name, str) else func_name
             if func_name in self.funcs:
                 return self.funcs[func_name]
-            why = self._load_errors.get(func_name.decode("latin-1"), "not loaded by the compile child")
-            raise Exception(f"cannot load {func_name.decode('latin-1')}: {why}")
+            name = func_name.decode("latin-1")
+            if name not in self._code:
+                why = self._load_errors.get(name, "not loaded by the compile child")
+                raise Exception(f"cannot load {name}: {why}")
+            fd = _prog_load(prog_type, func_name, relocate(base64.b64decode(self._code[name]), self._fd_map),
+                            self._license, self._kern_version)
+            self.funcs[func_name] = BPF.Function(self, func_name, fd)
+            return self.funcs[func_name]
 
         def close(self):
             super().close()
@@ -287,6 +338,46 @@ def _make_shipped_class():
             self._map_fds = []
 
     return ShippedBPF
+
+
+def relocate(insns: bytes, fd_map: dict[int, int]) -> bytes:
+    """``insns`` (BPF bytecode) with each map fd that bcc wrote into a 64-bit immediate load
+    (BPF_LD | BPF_IMM | BPF_DW with src_reg BPF_PSEUDO_MAP_FD) replaced through ``fd_map``: the
+    child's fd numbers are not this process's. An fd missing from ``fd_map`` is a ValueError."""
+    out = bytearray(insns)
+    i = 0
+    while i + 8 <= len(out):
+        if out[i] == 0x18:  # ld_imm64: two instruction slots
+            if out[i + 1] >> 4 == 1:  # BPF_PSEUDO_MAP_FD
+                (fd,) = struct.unpack_from("<i", out, i + 4)
+                if fd not in fd_map:
+                    raise ValueError(f"bytecode refers to map fd {fd}, which the child did not ship")
+                struct.pack_into("<i", out, i + 4, fd_map[fd])
+            i += 16
+        else:
+            i += 8
+    return bytes(out)
+
+
+def _prog_load(prog_type: int, name: bytes, insns: bytes, license: bytes, kern_version: int) -> int:
+    """libbcc's bcc_prog_load (bcc's Python declares it not): the program's fd; a bare Exception
+    with the verifier's first line when the kernel refuses it (as bcc's load_func)."""
+    import ctypes as ct
+
+    from bcc.libbcc import lib
+
+    fn = lib.bcc_prog_load
+    fn.restype = ct.c_int
+    fn.argtypes = [ct.c_int, ct.c_char_p, ct.c_char_p, ct.c_int, ct.c_char_p, ct.c_uint, ct.c_int,
+                   ct.c_char_p, ct.c_uint]
+    log = ct.create_string_buffer(1 << 16)
+    fd = fn(prog_type, name, insns, len(insns), license, kern_version, 0, log, len(log))
+    if fd < 0:
+        detail = log.value.decode(errors="replace").strip().splitlines()
+        raise Exception(f"Failed to load BPF program {name.decode()}: {os.strerror(ct.get_errno() or 22)}"
+                        + (f" ({detail[-1]})" if detail else ""))
+    os.set_inheritable(fd, False)
+    return fd
 
 
 _SHIPPED: list = []

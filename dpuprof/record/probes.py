@@ -268,14 +268,26 @@ def load(bpf_cls, wanted: list[str]) -> tuple[object | None, list[str], dict[str
     (in-process fallback) is dropped from the RSS (bcc_loader.release_compiler_pages), and the
     parsed kernel BTF is let go.
     """
-    from dpuprof.record import compile_child
-    from dpuprof.record.bcc_loader import release_compiler_pages
+    return start_load(bpf_cls, wanted)()
 
-    try:
-        return compile_child.load(bpf_cls, wanted, _load, PERF_EVENT_FUNCS)
-    finally:
-        _kernel_btf.cache_clear()  # the parsed BTF (~10 MB of Python objects) is needed only here
-        release_compiler_pages()
+
+def start_load(bpf_cls, wanted: list[str]):
+    """``load``, started: the compile runs (in a child) while the caller goes on; calling the
+    returned function waits for it and returns what ``load`` returns."""
+    from dpuprof.record import compile_child
+
+    pending = compile_child.start(bpf_cls, wanted, _load, PERF_EVENT_FUNCS)
+
+    def result():
+        from dpuprof.record.bcc_loader import release_compiler_pages
+
+        try:
+            return pending.result()
+        finally:
+            _kernel_btf.cache_clear()  # the parsed BTF (~10 MB of Python objects) is needed only here
+            release_compiler_pages()
+
+    return result
 
 
 def _load(bpf_cls, wanted: list[str]) -> tuple[object | None, list[str], dict[str, str]]:
