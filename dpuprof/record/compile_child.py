@@ -2,20 +2,23 @@
 
 bcc compiles with clang/LLVM inside the calling process: the compile's heap and the compiler's
 code pages raised the recorder's peak RSS to ~160 MB, and the module bcc keeps for the BPF
-object's lifetime (LLVM context, IR, the table reader/writer JIT) stayed in its steady RSS. Here a
-forked child runs the whole load (``probes._load``: compile, load, attach, fallbacks), also loads
-the programs the recorder attaches later (the perf_event sampler; the uprobe functions both as
-bcc's kprobe-type programs and as uprobe-multi copies, record/uprobe_link.py), and passes every
+object's lifetime (LLVM context, IR, the table reader/writer JIT) stayed in its steady RSS
+(docs/recorder-memory.md). Here a forked child runs the whole load (``probes._load``: compile,
+load, attach, fallbacks), also loads the programs the recorder attaches later (the perf_event
+sampler; the uprobe functions as uprobe-multi copies, record/uprobe_link.py), and passes every
 descriptor (maps, programs, tracepoint attachments) to the parent over a Unix socket
-(SCM_RIGHTS) with what bcc's Python needs to read the maps: key and leaf type descriptions, map
-types, perf-event fields. The kernel objects outlive the child: an fd the parent holds keeps its
-map, program or attachment alive, and map fds inside the loaded programs are the kernel's own
-references. The parent wraps them in a ``ShippedBPF``: a ``bcc.BPF`` without a module (libbcc's
-accessors answer a NULL module safely) whose tables are built from the shipped descriptions.
+(SCM_RIGHTS), with what bcc's Python needs to read the maps (key and leaf type descriptions, map
+types, perf-event fields) and the uprobe functions' bytecode: bcc's kprobe-type copy, used where
+the kernel refuses a uprobe-multi link, is loaded here on demand, its map fds rewritten to this
+process's. The kernel objects outlive the child: an fd the parent holds keeps its map, program
+or attachment alive, and map fds inside the loaded programs are the kernel's own references. The
+parent wraps them in a ``ShippedBPF``: a ``bcc.BPF`` without a module (libbcc's accessors answer
+a NULL module safely) whose tables are built from the shipped descriptions.
 
-The compile's memory is the child's, for the ~1-3 s it runs; the child is gone before the command
-starts. If the child delivers nothing (it crashed, was killed), the parent compiles in-process
-as before; ``DPUPROF_COMPILE_INPROCESS=1`` forces that (to compare the two).
+The compile's memory is the child's, for the ~1-3 s it runs (VmHWM ~120 MB on the development
+VM); the child is gone before the command starts. If the child delivers nothing (it crashed, was
+killed), the parent compiles in-process as before; ``DPUPROF_COMPILE_INPROCESS=1`` forces that
+(to compare the two).
 """
 
 from __future__ import annotations
@@ -124,8 +127,6 @@ def _describe(bpf, perf_event_funcs, fds: list[int]) -> dict:
     by index). Loads the functions not loaded yet first."""
     from bcc.libbcc import lib
 
-    from bcc.libbcc import lib as _lib
-
     errors, multi_refused, code = _preload(bpf, perf_event_funcs)
     mod = bpf.module
 
@@ -149,7 +150,7 @@ def _describe(bpf, perf_event_funcs, fds: list[int]) -> dict:
     from dpuprof.record import uprobe_link
 
     return {"maps": maps, "load_errors": errors, "multi_refused": multi_refused, "code": code,
-            "license": s(_lib.bpf_module_license(mod)), "kern_version": _lib.bpf_module_kern_version(mod),
+            "license": s(lib.bpf_module_license(mod)), "kern_version": lib.bpf_module_kern_version(mod),
             "funcs": [(s(name), ref(fn.fd)) for name, fn in bpf.funcs.items()],
             "multi": [(s(name), ref(fd)) for name, fd in uprobe_link.programs(bpf).items()],
             "tracepoint_fds": [(s(k), ref(fd)) for k, fd in bpf.tracepoint_fds.items()],
