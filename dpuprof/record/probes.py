@@ -255,21 +255,39 @@ def hooks(bpf) -> dict[str, str]:
     return out
 
 
+PERF_EVENT_FUNCS = ("on_sample",)  # attached by the caller as perf_event programs (BpfSource.load)
 CFLAGS = ["-w"]  # bcc's headers vs. a newer kernel produce harmless macro warnings
 
 
 def load(bpf_cls, wanted: list[str]) -> tuple[object | None, list[str], dict[str, str]]:
     """Compile and attach the ``wanted`` probes. Returns (bpf, used names, {unavailable: reason}).
 
-    perf_event attachment (cpu_sample) is done by the caller, which knows the frequency. Once
-    loaded, the compiler's code pages are dropped from the RSS (bcc_loader.release_compiler_pages).
+    perf_event attachment (cpu_sample) is done by the caller, which knows the frequency. With
+    bcc's own BPF class the compile runs in a short-lived child process (compile_child.py), so
+    the compiler's memory never becomes the recorder's; what the recorder's compile did touch
+    (in-process fallback) is dropped from the RSS (bcc_loader.release_compiler_pages), and the
+    parsed kernel BTF is let go.
     """
-    from dpuprof.record.bcc_loader import release_compiler_pages
+    return start_load(bpf_cls, wanted)()
 
-    try:
-        return _load(bpf_cls, wanted)
-    finally:
-        release_compiler_pages()
+
+def start_load(bpf_cls, wanted: list[str]):
+    """``load``, started: the compile runs (in a child) while the caller goes on; calling the
+    returned function waits for it and returns what ``load`` returns."""
+    from dpuprof.record import compile_child
+
+    pending = compile_child.start(bpf_cls, wanted, _load, PERF_EVENT_FUNCS)
+
+    def result():
+        from dpuprof.record.bcc_loader import release_compiler_pages
+
+        try:
+            return pending.result()
+        finally:
+            _kernel_btf.cache_clear()  # the parsed BTF (~10 MB of Python objects) is needed only here
+            release_compiler_pages()
+
+    return result
 
 
 def _load(bpf_cls, wanted: list[str]) -> tuple[object | None, list[str], dict[str, str]]:

@@ -121,14 +121,20 @@ class BpfSource:
         """Compile and attach the probes and build one drainer per loaded probe."""
         from dpuprof.record import probes as probemod
         from dpuprof.record.bcc_loader import import_bcc
+
+        bcc = import_bcc()
+        wanted = self._wanted(probemod)
+        loaded = probemod.start_load(bcc.BPF, wanted)  # compiles in a child process from here
+        # Work that needs no probes, done while they compile (the command waits for the compile).
         from dpuprof.record.classify import Classifier
         from dpuprof.record.drain import (BlockDrainer, LostDrainer, NetDrainer, SampleDrainer,
                                           SockDrainer, SoftirqDrainer, TreeDrainer)
         from dpuprof.record.symbols import Symbolizer
 
-        bcc = import_bcc()
-        wanted = self._wanted(probemod)
-        bpf, used, unavailable = probemod.load(bcc.BPF, wanted)
+        try:
+            classifier = Classifier(extra=self.opts.rules)
+        finally:
+            bpf, used, unavailable = loaded()  # waited for even when the rules fail: the child is reaped
         for name in probemod.PROBE_NAMES:
             if name not in wanted:
                 unavailable.setdefault(name, "not selected (--probes)")
@@ -147,7 +153,7 @@ class BpfSource:
         self.tree = TreeDrainer(bpf, os.getpid())
         work.tree_map, work.lost_map = bpf["tree"], bpf["tree_lost"]
         self.work = work
-        self.samples = SampleDrainer(bpf, Symbolizer(bcc.BPF), Classifier(extra=self.opts.rules),
+        self.samples = SampleDrainer(bpf, Symbolizer(bcc.BPF), classifier,
                                      self.opts.python_frames)
         self.softirq = SoftirqDrainer(bpf) if "softirq" in used else None
         self.block = BlockDrainer(bpf) if "block_io" in used else None

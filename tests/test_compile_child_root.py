@@ -1,0 +1,129 @@
+"""Root tests: the probes compile in a short-lived child process (dpuprof/record/compile_child.py)
+and the recorder gets working descriptors back, without ever holding the compiler."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from dpuprof.errors import UserError
+
+pytestmark = pytest.mark.root
+
+
+def _fds() -> set[int]:
+    return {int(fd) for fd in os.listdir("/proc/self/fd")}
+
+
+def _rss_file_kb(lib: str) -> int:
+    """kB of this process's RSS in mappings of ``lib``."""
+    total, cur = 0, False
+    with open("/proc/self/smaps") as fh:
+        for line in fh:
+            head = line.split(None, 5)
+            if len(head) >= 5 and "-" in head[0] and len(head[1]) == 4:
+                cur = len(head) == 6 and lib in head[5]
+            elif cur and line.startswith("Rss:"):
+                total += int(line.split()[1])
+    return total
+
+
+def test_probes_compiled_in_a_child_work_here_and_close_cleanly():
+    from dpuprof.record import probes
+    from dpuprof.record.bcc_loader import import_bcc
+
+    bcc = import_bcc()
+    before = _fds()
+    bpf, used, unavailable = probes.load(bcc.BPF, ["proc_tree", "cpu_sample", "uprobes"])
+    try:
+        assert type(bpf).__name__ == "ShippedBPF" and bpf.module is None
+        assert used == ["proc_tree", "cpu_sample", "uprobes"] and unavailable == {}
+        # The compile ran elsewhere: this process holds (almost) none of libclang's pages.
+        assert _rss_file_kb("libclang-cpp") < 8 * 1024
+        new = _fds() - before
+        assert new and not any(os.get_inheritable(fd) for fd in new)  # the command inherits no probe
+        bpf.attach_perf_event(ev_type=bcc.PerfType.SOFTWARE, ev_config=bcc.PerfSWConfig.CPU_CLOCK,
+                              fn_name="on_sample", sample_freq=99, cpu=-1)
+        end = time.time() + 0.5
+        while time.time() < end:
+            pass  # on-CPU, so the sampler fires
+        counts = bpf["counts"]
+        assert counts.max_entries > 0 and len(list(counts.items())) > 0  # the shipped map is live
+        tree = bpf["tree"]
+        tree[tree.Key(os.getpid())] = tree.Leaf(0)  # seeded as the recorder seeds the command
+        pid = os.fork()  # proc_tree's fork tracepoint, attached by the child, follows this fork
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+        assert tree[tree.Key(pid)].value == os.getpid()
+        # bcc's kprobe-type copy of a uprobe function loads here from the child's bytecode, its
+        # map fds rewritten to this process's (the verifier refuses an fd that is not a map).
+        fn = bpf.load_func("on_ddp_step", bcc.BPF.KPROBE)
+        assert fn.fd >= 0 and not os.get_inheritable(fn.fd) and bpf.load_func(b"on_ddp_step", 0) is fn
+        with pytest.raises(Exception, match="cannot load"):
+            bpf.load_func("no_such_function", bcc.BPF.KPROBE)
+    finally:
+        bpf.cleanup()
+    assert _fds() - before == set()  # every map, program and attachment closed
+
+
+def test_a_child_that_delivers_nothing_falls_back_to_this_process():
+    from dpuprof.record import compile_child
+    from dpuprof.record.bcc_loader import import_bcc
+
+    parent = os.getpid()
+
+    def load_fn(bpf_cls, wanted):
+        if os.getpid() != parent:
+            os._exit(3)  # the child dies before sending anything
+        return "in-process", wanted, {}
+
+    assert compile_child.load(import_bcc().BPF, ["x"], load_fn, ()) == ("in-process", ["x"], {})
+
+
+def test_a_user_error_in_the_child_is_raised_here():
+    from dpuprof.record import compile_child
+    from dpuprof.record.bcc_loader import import_bcc
+
+    def load_fn(bpf_cls, wanted):
+        raise UserError("DPUPROF_MAP_ENTRIES: expected NAME=ENTRIES")
+
+    with pytest.raises(UserError, match="DPUPROF_MAP_ENTRIES"):
+        compile_child.load(import_bcc().BPF, ["x"], load_fn, ())
+
+
+def test_the_in_process_knob_and_fake_classes_compile_here(monkeypatch):
+    from dpuprof.record import compile_child
+    from dpuprof.record.bcc_loader import import_bcc
+
+    parent = os.getpid()
+
+    def load_fn(bpf_cls, wanted):
+        assert os.getpid() == parent
+        return bpf_cls, wanted, {}
+
+    monkeypatch.setenv(compile_child.INPROCESS_ENV, "1")
+    assert compile_child.load(import_bcc().BPF, [], load_fn, ())[0] is import_bcc().BPF
+    monkeypatch.delenv(compile_child.INPROCESS_ENV)
+    assert compile_child.load(object, [], load_fn, ())[0] is object
+
+
+def test_relocate_rewrites_only_map_fd_immediates():
+    import struct
+
+    from dpuprof.record.compile_child import relocate
+
+    def insn(code, regs, off, imm):
+        return struct.pack("<BBhi", code, regs, off, imm)
+
+    prog = (insn(0x18, 0x11, 0, 7) + insn(0, 0, 0, 0)      # r1 = map fd 7 (ld_imm64, 2 slots)
+            + insn(0x18, 0x02, 0, 7) + insn(0, 0, 0, 7)    # r2 = the constant 7: not a map
+            + insn(0xb7, 0x01, 0, 7)                       # r1 = 7 (mov)
+            + insn(0x95, 0, 0, 0))                         # exit
+    out = relocate(prog, {7: 42})
+    assert struct.unpack_from("<i", out, 4)[0] == 42
+    assert out[8:] == prog[8:]
+    with pytest.raises(ValueError):
+        relocate(prog, {})
