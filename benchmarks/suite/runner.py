@@ -39,6 +39,7 @@ class RssSampler(threading.Thread):
         self._smaps_at = 0.0
         self.stop = threading.Event()
         self.tick = os.sysconf("SC_CLK_TCK")
+        self._own_cmdline: bytes | None = None
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -48,6 +49,7 @@ class RssSampler(threading.Thread):
                 children = Path(f"/proc/{self.pid}/task/{self.pid}/children").read_text().split()
             except OSError:
                 return
+            children = [c for c in children if not self._is_compile_child(c)]
             vals = {}
             for line in status.splitlines():
                 if line.startswith(("VmRSS:", "VmHWM:", "RssFile:")):
@@ -69,6 +71,19 @@ class RssSampler(threading.Thread):
                     self._smaps_at = now
                     self.smaps = self._read_smaps() or self.smaps
             self.stop.wait(self.period)
+
+    def _is_compile_child(self, child: str) -> bool:
+        """The recorder's own forked child that compiles the probes (dpuprof/record/compile_child.py:
+        a fork without exec, so the recorder's command line) is not the command being recorded."""
+        if self._own_cmdline is None:
+            try:
+                self._own_cmdline = Path(f"/proc/{self.pid}/cmdline").read_bytes()
+            except OSError:
+                return False
+        try:
+            return Path(f"/proc/{child}/cmdline").read_bytes() == self._own_cmdline
+        except OSError:
+            return True  # gone already: the compile child lives for seconds, the command longer
 
     def _bpf_progs(self) -> dict:
         progs = {}
