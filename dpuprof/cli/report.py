@@ -59,7 +59,8 @@ overlapping in time; each from another host. Two recordings that are not one job
               help="Report on a window only: seconds from the start, or 'steady' (after warm-up, "
                    "from step markers or the data). Default: the whole recording.")
 @click.option("-j", "--jobs", "workers", type=click.IntRange(1, 256), default=None, metavar="N",
-              help="Processes that load the recordings (default: one per CPU; 1 = no extra processes).")
+              help="Processes that load the recordings and draw the charts (default: one per CPU; "
+                   "1 = no extra processes).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress line on stderr.")
 def report(recordings, output, fmt, mode, projection, time_range, workers, quiet):
     """Report on RECORDINGS (default: the newest *.rec in this directory)."""

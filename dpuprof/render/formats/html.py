@@ -173,17 +173,22 @@ def method(views: list[RunView]) -> list[str]:
     return items
 
 
-def charts(report: Report, progress) -> list[dict]:
-    """The chart grids: ``{pair, figures}``, unpaired charts first, then each A/B pair."""
-    from dpuprof.render.charts import to_png
+def start_charts(report: Report):
+    """Start drawing the report's charts (in worker processes: :mod:`dpuprof.render.chartpool`);
+    ``charts`` collects them."""
+    from dpuprof.render import chartpool
     from dpuprof.render.figures import charts_for
 
-    specs = charts_for(report)
+    return chartpool.start(charts_for(report), report.workers)
+
+
+def charts(report: Report, progress, pending=None) -> list[dict]:
+    """The chart grids: ``{pair, figures}``, unpaired charts first, then each A/B pair.
+    ``pending``: what ``start_charts(report)`` returned (None: start them now)."""
+    pending = pending if pending is not None else start_charts(report)
     grids: dict[str, list[dict]] = {"": []}
-    for i, c in enumerate(specs):
-        if progress:
-            progress.step(f"chart {i + 1}/{len(specs)}: {c.title}")
-        grids.setdefault(c.pair, []).append(figure(c.title, c.caption, to_png(c.draw()), c.key))
+    for c, png in zip(pending.specs, pending.pngs(progress)):
+        grids.setdefault(c.pair, []).append(figure(c.title, c.caption, png, c.key))
     return [{"pair": pair, "figures": figs} for pair, figs in grids.items() if figs]
 
 
@@ -231,6 +236,7 @@ def _job_context(jv) -> dict | None:
 
 def context(report: Report, progress=None) -> dict:
     """The template context of ``report`` (the page's own parts: see ``render_html``)."""
+    pending = start_charts(report)  # drawn by workers while the rest is built here
     if report.kind == "single":
         v = report.main
         runs = [run_context(v, f"Infrastructure tax — {v.name}")]
@@ -248,7 +254,7 @@ def context(report: Report, progress=None) -> dict:
                "nodes": {"header": T.NODE_HEADER, "rows": T.node_rows(report.runs, t),
                          "num_cols": range(2, len(T.NODE_HEADER)), "classes": [""] * len(report.runs) + ["sig"]},
                "job": _job_context(t.job), "method": method(report.runs)}
-    ctx["charts"] = charts(report, progress)
+    ctx["charts"] = charts(report, progress, pending)
     return ctx
 
 
