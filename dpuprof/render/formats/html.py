@@ -35,7 +35,17 @@ from dpuprof.render.output import Rendered
 
 
 def _finite(obj):
-    if isinstance(obj, float):
+    """``obj`` with NaN and infinities as None, dict keys as str and tuples as lists."""
+    t = type(obj)  # the exact common types first (the per-step rows make tens of thousands of values)
+    if t is float:
+        return obj if math.isfinite(obj) else None
+    if t is str or t is int or t is bool or obj is None:
+        return obj
+    if t is dict:
+        return {str(k): v if type(v) is float and math.isfinite(v) else _finite(v) for k, v in obj.items()}
+    if t is list:
+        return [_finite(v) for v in obj]
+    if isinstance(obj, float):  # subclasses (numpy.float64) and the rest, as before
         return obj if math.isfinite(obj) else None
     if isinstance(obj, dict):
         return {str(k): _finite(v) for k, v in obj.items()}
