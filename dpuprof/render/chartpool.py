@@ -2,9 +2,10 @@
 
 Drawing is most of an HTML report's time (matplotlib's import, then each chart's ticks, text and
 rasterising), it holds the GIL, and each chart is independent of the others and of the page around
-it. So ``start(specs)`` forks up to one worker per CPU, each importing matplotlib and drawing its
-share of the charts, and returns at once; ``Pending.pngs()`` collects the PNG bytes, in order. The
-bytes are the same as drawn here: the same code draws them from the same (inherited) data.
+it. So ``start(specs)`` forks a worker per spare CPU (this process, building the page meanwhile,
+is one of the ``workers``), each importing matplotlib and drawing its share of the charts, and
+returns at once; ``Pending.pngs()`` collects the PNG bytes, in order. The bytes are the same as
+drawn here: the same code draws them from the same (inherited) data.
 
 Nothing here can change what is drawn: where fork is unavailable, for fewer than two charts, with
 one worker (``dpuprof report -j 1``), or when a worker fails or dies, the charts are drawn here, in
@@ -32,11 +33,20 @@ class Pending:
         self.specs = specs
         self._workers = workers  # (pid, read end of its pipe, indices of the charts it draws)
 
+    def __del__(self):  # never collected (the page failed): let the workers go, and reap them
+        for pid, fd, _ in self._workers:
+            try:
+                os.close(fd)  # a worker still writing gets EPIPE and exits
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+        self._workers = []
+
     def pngs(self, progress=None) -> list[bytes]:
         out: dict[int, bytes] = {}
-        for pid, fd, mine in self._workers:
+        workers, self._workers = self._workers, []
+        for pid, fd, mine in workers:
             out.update(_collect(pid, fd, mine))
-        self._workers = []
         n = len(self.specs)
         for i, c in enumerate(self.specs):
             if progress:
@@ -47,13 +57,15 @@ class Pending:
 
 
 def start(specs: list, workers: int | None = None) -> Pending:
-    """Start drawing the ``figures.Chart`` specs in up to ``workers`` processes (None: one per CPU;
-    1: none, they are drawn here when ``pngs`` is called)."""
+    """Start drawing the ``figures.Chart`` specs in ``workers`` - 1 forked processes (None: one
+    process per CPU in all; 1: none, they are drawn here when ``pngs`` is called)."""
     n = len(specs)
-    workers = min(workers or cpus(), n)
-    if workers <= 1 or not hasattr(os, "fork"):
+    # this process builds the rest of the page meanwhile, so it counts as one of the processes;
+    # a worker imports matplotlib for itself, so more workers than spare CPUs would only cost
+    children = min((workers or cpus()) - 1, n)
+    if children < 1 or n < 2 or not hasattr(os, "fork"):
         return Pending(specs, [])
-    shares = [list(range(k, n, workers)) for k in range(workers)]  # round robin: costs are alike
+    shares = [list(range(k, n, children)) for k in range(children)]  # round robin: costs are alike
     started = []
     for mine in shares:
         r, w = os.pipe()
