@@ -66,3 +66,30 @@ def test_an_uncollected_pool_reaps_its_workers():
     for pid in pids:
         with pytest.raises(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)  # already reaped
+
+
+def _draw_bars(n: int, fig=None):
+    return _bars(n)
+
+
+def test_a_prestarted_worker_draws_the_same_bytes():
+    import functools
+
+    specs = [Chart(f"c{i}", f"chart {i}", "", functools.partial(_draw_bars, i + 1)) for i in range(3)]
+    want = chartpool.start(specs, workers=1).pngs()
+    chartpool.prestart(2)
+    warm_pid = chartpool._warm[0]
+    pending = chartpool.start(specs, workers=2)
+    assert [pid for pid, _, _ in pending._workers] == [warm_pid]  # the charts went to it
+    assert pending.pngs() == want
+
+
+def test_an_unused_prestarted_worker_is_released():
+    import os
+
+    chartpool.prestart(2)
+    pid = chartpool._warm[0]
+    chartpool.release()
+    assert chartpool._warm is None
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)

@@ -56,6 +56,117 @@ class Pending:
         return [out[i] for i in range(n)]
 
 
+#: (pid, write end for the charts, read end for the PNGs) of the worker ``prestart`` forked
+_warm: tuple[int, int, int] | None = None
+
+
+def prestart(workers: int | None = None) -> None:
+    """Fork one worker now, before the recordings are loaded, to import matplotlib meanwhile (its
+    import is as long as loading a long recording); the next ``start`` sends it its charts.
+    Nothing is forked with one process (``workers`` 1, or one CPU) or without fork."""
+    global _warm
+    if _warm is not None or (workers or cpus()) < 2 or not hasattr(os, "fork"):
+        return
+    import atexit
+
+    specs_r, specs_w = os.pipe()
+    pngs_r, pngs_w = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        for fd in (specs_r, specs_w, pngs_r, pngs_w):
+            os.close(fd)
+        return
+    if pid == 0:
+        os.close(specs_w)
+        os.close(pngs_r)
+        _serve(specs_r, pngs_w)
+    os.close(specs_r)
+    os.close(pngs_w)
+    _warm = (pid, specs_w, pngs_r)
+    atexit.register(release)
+
+
+def _serve(specs_fd: int, pngs_fd: int) -> None:
+    """The pre-started worker: import matplotlib while reading its charts (pickled {index: chart};
+    nothing when the report needs none), then draw them and send {index: png} back."""
+    import threading
+
+    status = 1
+    try:
+        importer = threading.Thread(target=_import_charts, daemon=True)
+        importer.start()  # reading the charts below must not wait for the import: the sender blocks
+        with os.fdopen(specs_fd, "rb") as fh:
+            data = fh.read()
+        importer.join()
+        payload = b""
+        if data:
+            try:
+                mine = pickle.loads(data)  # from our own parent, not from a file
+                payload = pickle.dumps({i: _png(c) for i, c in mine.items()})
+                status = 0
+            except BaseException:  # noqa: BLE001 -- the parent draws these again and raises itself
+                payload = b""
+        else:
+            status = 0
+        with os.fdopen(pngs_fd, "wb") as fh:
+            fh.write(payload)
+    finally:
+        os._exit(status)
+
+
+def _import_charts() -> None:
+    try:
+        import dpuprof.render.charts  # noqa: F401 -- the point: matplotlib imported ahead of time
+    except BaseException:  # noqa: BLE001 -- drawing imports it again and meets the error there
+        pass
+
+
+def _take_warm(specs: list, mine: list[int]):
+    """Hand charts ``mine`` to the pre-started worker: its (pid, fd, mine), or None (none started,
+    or the charts cannot be sent: they are then drawn as if it had not been started)."""
+    global _warm
+    if _warm is None:
+        return None
+    pid, specs_w, pngs_r = _warm
+    _warm = None
+    try:
+        data = pickle.dumps({i: specs[i] for i in mine})
+    except Exception:  # noqa: BLE001 -- not picklable: release the worker, fork as usual
+        data = b""
+    try:
+        with os.fdopen(specs_w, "wb") as fh:
+            fh.write(data)
+    except OSError:
+        data = b""
+    if not data:
+        os.close(pngs_r)
+        try:
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
+        return None
+    return pid, pngs_r, mine
+
+
+def release() -> None:
+    """A pre-started worker that got no charts (the report failed, or drew none) is told so (its
+    input closes) and reaped; called at exit and when ``dpuprof report`` ends."""
+    global _warm
+    if _warm is not None:
+        pid, specs_w, pngs_r = _warm
+        _warm = None
+        for fd in (specs_w, pngs_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
+
+
 def start(specs: list, workers: int | None = None) -> Pending:
     """Start drawing the ``figures.Chart`` specs in ``workers`` - 1 forked processes (None: one
     process per CPU in all; 1: none, they are drawn here when ``pngs`` is called)."""
@@ -67,6 +178,10 @@ def start(specs: list, workers: int | None = None) -> Pending:
         return Pending(specs, [])
     shares = [list(range(k, n, children)) for k in range(children)]  # round robin: costs are alike
     started = []
+    warm = _take_warm(specs, shares[0])
+    if warm is not None:  # the pre-started worker draws the first share
+        started.append(warm)
+        shares = shares[1:]
     for mine in shares:
         r, w = os.pipe()
         try:
