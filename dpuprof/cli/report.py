@@ -59,7 +59,8 @@ overlapping in time; each from another host. Two recordings that are not one job
               help="Report on a window only: seconds from the start, or 'steady' (after warm-up, "
                    "from step markers or the data). Default: the whole recording.")
 @click.option("-j", "--jobs", "workers", type=click.IntRange(1, 256), default=None, metavar="N",
-              help="Processes that load the recordings (default: one per CPU; 1 = no extra processes).")
+              help="Processes that load the recordings and draw the charts (default: one per CPU; "
+                   "1 = no extra processes).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress line on stderr.")
 def report(recordings, output, fmt, mode, projection, time_range, workers, quiet):
     """Report on RECORDINGS (default: the newest *.rec in this directory)."""
@@ -86,6 +87,10 @@ def report(recordings, output, fmt, mode, projection, time_range, workers, quiet
     check_count(len(paths), mode)  # --compare takes two, --merge two or more: before any work
     if output not in (None, "-"):
         check_target(Path(output), inputs=paths)  # fail before the work, not after
+    if name == "html" or (name == "markdown" and output not in (None, "-")):
+        from dpuprof.render import chartpool
+
+        chartpool.prestart(workers)  # a worker imports matplotlib while the recordings load
     progress = Progress(enabled=False if quiet else None)
     try:
         rep = build_report(paths, mode=mode, projection=projection, progress=progress,
@@ -97,6 +102,10 @@ def report(recordings, output, fmt, mode, projection, time_range, workers, quiet
         written = emit(rendered, output, inputs=paths)
     finally:
         progress.done()
+        if name in ("html", "markdown"):
+            from dpuprof.render import chartpool
+
+            chartpool.release()
     if written and not quiet and output not in (None, "-"):
         click.echo(f"dpuprof: wrote {', '.join(str(p) for p in written[-1:])}"
                    + (f" (+{len(written) - 1} files beside it)" if len(written) > 1 else ""), err=True)

@@ -18,12 +18,33 @@ Pure functions over DataFrames (no printing, no file I/O except the profile load
 import sys as _sys
 import types as _types
 
-from dpuprof.project.inputs import ProjectionInput, from_recording
-from dpuprof.project.profiles import Profile, known_profiles, load_profile
-from dpuprof.project.assemble import PROJECTION_VERSION, build_projection
+import importlib as _importlib
+
+#: name -> the submodule it comes from. Imported on first use (PEP 562): ``dpuprof report`` needs
+#: only ``dpuprof.project.window``, and importing the whole model (pydantic profile schema, the
+#: assembler) would add a few tenths of a second to every report.
+_LAZY = {"ProjectionInput": "inputs", "from_recording": "inputs", "Profile": "profiles",
+         "known_profiles": "profiles", "load_profile": "profiles", "PROJECTION_VERSION": "assemble",
+         "build_projection": "assemble"}
+
+_SUBMODULES = ("inputs", "profiles", "assemble")
 
 __all__ = ["PROJECTION_VERSION", "Profile", "ProjectionInput", "from_recording", "known_profiles",
            "load_profile", "build_projection"]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        value = getattr(_importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    if name in _SUBMODULES:  # as when this file imported them all: pkg.store without importing it
+        return _importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
 
 
 class _CallableModule(_types.ModuleType):

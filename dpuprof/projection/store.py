@@ -19,10 +19,6 @@ import os
 import tempfile
 from pathlib import Path
 
-from pydantic import ValidationError
-
-from dpuprof.projection.schema import Projection
-
 SUFFIX = ".proj.json"
 
 
@@ -64,7 +60,7 @@ def sha256(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
-def _one_line(err: ValidationError) -> str:
+def _one_line(err) -> str:
     first = err.errors()[0]
     where = ".".join(str(p) for p in first.get("loc", ())) or "projection"
     return f"{where}: {first.get('msg', 'invalid')}"
@@ -72,6 +68,12 @@ def _one_line(err: ValidationError) -> str:
 
 def validate(obj) -> Projection:
     """A Projection from a dict; ValueError with one line if it does not fit the schema."""
+    # pydantic and the schema are imported here, not at load: a report finds its projection file
+    # through this module, and most reports have none to validate
+    from pydantic import ValidationError
+
+    from dpuprof.projection.schema import Projection
+
     if isinstance(obj, Projection):
         return obj
     if not isinstance(obj, dict):

@@ -107,3 +107,33 @@ def unpack_tuples(data: bytes, codes: str) -> list[tuple]:
             col = map(unzigzag, col)
         cols.append(accumulate(col) if code == "d" else col)
     return list(zip(*cols))
+
+
+def unpack_many(blobs: list[bytes]):
+    """The ids of all ``blobs`` at once: ``(ids, counts)``, numpy int64 arrays of every id in order
+    and of how many ids each blob holds; None when some blob is not a whole number of ids of at
+    most ``_MAX_BYTES`` bytes (decode those with ``unpack_ids`` for the error). The same ids as
+    ``unpack_ids`` blob by blob, decoded in a few array passes instead of a Python loop per byte."""
+    import numpy as np
+
+    lens = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs))
+    data = np.frombuffer(b"".join(blobs), dtype=np.uint8)
+    if not data.size:
+        return np.zeros(0, dtype=np.int64), np.zeros(len(blobs), dtype=np.int64)
+    last = data < 0x80  # the last byte of each id
+    bounds = np.cumsum(lens)
+    if not last[bounds[lens > 0] - 1].all():  # a blob ends in the middle of an id
+        return None
+    ends = np.flatnonzero(last)
+    starts = np.empty_like(ends)
+    starts[0], starts[1:] = 0, ends[:-1] + 1
+    widths = ends - starts + 1
+    if int(widths.max()) > _MAX_BYTES:
+        return None
+    low = (data & 0x7F).astype(np.int64)
+    ids = low[starts].copy()
+    for k in range(1, int(widths.max())):  # at most 9 bytes: 63 bits, within int64
+        more = widths > k
+        ids[more] = (ids[more] << 7) | low[starts[more] + k]
+    seen = np.concatenate(([0], np.cumsum(last)))  # ids ended before each byte offset
+    return ids, seen[bounds] - seen[bounds - lens]

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from dpuprof.errors import UserError
 from dpuprof.recording.checks import MAX_ABS, check_types as _check_types, fail as _fail
-from dpuprof.recording.packing import unpack_counts, unpack_ids
+from dpuprof.recording.packing import unpack_counts, unpack_ids, unpack_many
 from dpuprof.recording import threadpack
 from dpuprof.recording.folded import join as join_frames
 from dpuprof.recording.schema import LATE_COLUMNS, READABLE_VERSIONS, SCHEMA_VERSION, SINCE, TABLES
@@ -287,7 +287,10 @@ def _read_cpu_v3(path, db, subs):
         rows = db.execute("SELECT interval, counts FROM cpu_counts").fetchall()
     except (sqlite3.DatabaseError, UnicodeDecodeError) as err:
         _fail(path, f"damaged table cpu_counts ({_first_line(err)})")
-    out = []
+    fast = _cpu_v3_arrays(rows, subs)
+    if fast is not None:
+        return _check_types(path, "cpu_category", pd.DataFrame(fast))
+    out = []  # damage (or no rows): row by row, to name the first problem
     for interval, blob in rows:
         if not isinstance(interval, int) or not isinstance(blob, bytes):
             _fail(path, "damaged table cpu_counts: wrong value types")
@@ -305,6 +308,37 @@ def _read_cpu_v3(path, db, subs):
     return _check_types(path, "cpu_category", pd.DataFrame(out, columns=list(TABLES["cpu_category"])))
 
 
+def _intervals_and_ids(rows, width: int):
+    """(first column repeated per tuple, ids as an (n, width) array) of rows ``(key..., blob)`` whose
+    blobs hold whole ``width``-tuples; None for none, wrong types or damage (read row by row)."""
+    import numpy as np
+
+    if not rows or not all(isinstance(r[-1], bytes) and all(type(k) is int for k in r[:-1]) for r in rows):
+        return None
+    got = unpack_many([r[-1] for r in rows])
+    if got is None or (got[1] % width).any():
+        return None
+    ids, counts = got
+    return counts // width, ids.reshape(-1, width), np
+
+
+def _cpu_v3_arrays(rows, subs):
+    """cpu_category's columns from cpu_counts rows in a few array passes; None for no rows or any
+    damage (the row-by-row reader then names it)."""
+    got = _intervals_and_ids(rows, 4)
+    if got is None:
+        return None
+    per, t, np = got
+    keys = np.array(sorted(subs), dtype=np.int64)
+    at = np.searchsorted(keys, t[:, 1]).clip(0, max(len(keys) - 1, 0))
+    if not len(keys) or (keys[at] != t[:, 1]).any():
+        return None
+    cats = np.array([subs[int(k)][0] for k in keys], dtype=object)
+    names = np.array([subs[int(k)][1] for k in keys], dtype=object)
+    interval = np.repeat(np.array([r[0] for r in rows], dtype=np.int64), per)
+    return dict(zip(TABLES["cpu_category"], (interval, t[:, 0], cats[at], names[at], t[:, 2], t[:, 3] / 1e9)))
+
+
 def _read_stack_counts(path, db):
     """v3: stack_samples from stack_counts (one packed row per interval and process)."""
     import pandas as pd
@@ -313,7 +347,12 @@ def _read_stack_counts(path, db):
         rows = db.execute("SELECT interval, pid, counts FROM stack_counts").fetchall()
     except (sqlite3.DatabaseError, UnicodeDecodeError) as err:
         _fail(path, f"damaged table stack_counts ({_first_line(err)})")
-    out = []
+    fast = _intervals_and_ids(rows, 2)
+    if fast is not None:
+        per, pairs, np = fast
+        keys = [np.repeat(np.array([r[k] for r in rows], dtype=np.int64), per) for k in (0, 1)]
+        return pd.DataFrame(dict(zip(TABLES["stack_samples"], (*keys, pairs[:, 0], pairs[:, 1]))))
+    out = []  # damage (or no rows): row by row, to name the first problem
     for interval, pid, blob in rows:
         if not isinstance(interval, int) or not isinstance(pid, int) or not isinstance(blob, bytes):
             _fail(path, "damaged table stack_counts: wrong value types")
@@ -357,13 +396,17 @@ def _read_stacks_v3(path, db, subs):
         _fail(path, f"damaged table stack_list ({_first_line(err)})")
     if not all(isinstance(n, str) for n in names.values()):
         _fail(path, "damaged table frames: non-text frame")
+    # every stack's ids decoded at once; where some blob is damaged, each is decoded on its own below
+    got = unpack_many([r[1] for r in rows]) if all(isinstance(r[1], bytes) for r in rows) else None
+    flat, ends = (got[0].tolist(), got[1].cumsum().tolist()) if got is not None else (None, None)
     out = []
-    for stack_id, packed, sub_id, cause in rows:
+    for k, (stack_id, packed, sub_id, cause) in enumerate(rows):
         if not isinstance(stack_id, int) or not isinstance(packed, bytes) or not isinstance(cause, str) \
                 or sub_id not in subs:
             _fail(path, "damaged table stack_list: wrong value types or an unknown subcategory_id")
         try:
-            folded = join_frames(names[i] for i in unpack_ids(packed))
+            ids = unpack_ids(packed) if flat is None else flat[ends[k] - int(got[1][k]):ends[k]]
+            folded = join_frames(map(names.__getitem__, ids))
         except (KeyError, ValueError):
             _fail(path, f"damaged table stack_list: stack {stack_id} names a missing frame")
         out.append((stack_id, folded, *subs[sub_id], cause))

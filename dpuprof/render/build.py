@@ -70,7 +70,8 @@ def build_report(paths: list[Path], *, mode: str | None = None, projection: str 
 
     ``time_range``: ``--time START:END|steady`` (each recording cut to its own window, see
     :mod:`dpuprof.render.timewindow`); None for the whole recordings. ``workers``: processes that
-    load the recordings (None: one per CPU, 1: this process; :mod:`dpuprof.render.parallel`).
+    load the recordings and draw the charts (None: one per CPU, 1: this process;
+    :mod:`dpuprof.render.parallel`, :mod:`dpuprof.render.chartpool`).
     """
     from dpuprof.render.compare import compare_views
     from dpuprof.render.merge import merge_views
@@ -91,9 +92,9 @@ def build_report(paths: list[Path], *, mode: str | None = None, projection: str 
                     workers, on_done=done)
     kind, why_not_one_job = choose_mode([v.recording for v in views], names, mode)
     if kind == "single":
-        return Report("single", views)
+        return Report("single", views, workers=workers)
     if kind == "compare":
-        return Report("compare", views, comparison=compare_views(views[0], views[1]))
+        return Report("compare", views, comparison=compare_views(views[0], views[1]), workers=workers)
     if progress:
         progress.step(f"merging {len(views)} nodes")
-    return Report("merge", views, total=merge_views(views, why_not_one_job))
+    return Report("merge", views, total=merge_views(views, why_not_one_job), workers=workers)

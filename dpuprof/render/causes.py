@@ -14,14 +14,17 @@ from __future__ import annotations
 import pandas as pd
 
 from dpuprof.recording.reader import Recording
+from dpuprof.render.memo import per_recording
 
 #: rows shown in the terminal and HTML (all of them are in the JSON)
 TOP = 8
 
 
+@per_recording
 def cause_frame(rec: Recording) -> pd.DataFrame | None:
     """Kernel work with a user-space cause, largest first; None where the recording has no causes
-    (schema 1, or no kernel stack had user-space work under it).
+    (schema 1, or no kernel stack had user-space work under it). Computed once per Recording:
+    treat it as read-only.
 
     Columns: category, subcategory (taxonomy names), cause, samples (stack samples), share (0..1 of
     the subcategory's stack samples), cpu_s (CPU seconds: share x the subcategory's cpu_s).

@@ -25,6 +25,27 @@ class Chart:
     pair: str = ""  # charts with the same pair name are shown side by side (A and B)
 
 
+def _charts():
+    """:mod:`dpuprof.render.charts`, imported when a chart is drawn, not when the list is made:
+    matplotlib takes about half a second to import, and the HTML and markdown renderers draw in
+    worker processes (:mod:`dpuprof.render.chartpool`), so the process listing charts needs none."""
+    from dpuprof.render import charts
+
+    return charts
+
+
+class _Draw:
+    """``draw(fig=None)``: chart function ``name`` of :mod:`dpuprof.render.charts` on these
+    arguments. A named function and its data rather than a closure, so that a chart can be sent
+    to a worker process that is already drawing (:mod:`dpuprof.render.chartpool`)."""
+
+    def __init__(self, name: str, *args, **kwargs):
+        self.name, self.args, self.kwargs = name, args, kwargs
+
+    def __call__(self, fig=None):
+        return getattr(_charts(), self.name)(*self.args, fig=fig, **self.kwargs)
+
+
 # ----------------------------------------------------------------------------- data for charts
 
 def before_after(v: RunView, label: str = "") -> pd.DataFrame:
@@ -81,8 +102,6 @@ def waterfall_steps(v: RunView) -> tuple[float, pd.DataFrame]:
 # ----------------------------------------------------------------------------- chart lists
 
 def _single(v: RunView, prefix: str = "", label: str = "") -> list[Chart]:
-    from dpuprof.render import charts
-
     name = f" — {label}" if label else ""
     out = []
     if v.category_split:
@@ -91,34 +110,32 @@ def _single(v: RunView, prefix: str = "", label: str = "") -> list[Chart]:
         out.append(Chart(f"{prefix}cpu-by-category", title,
                          "Average cores per category over the recording; projected bars come from the "
                          "DPU projection. The dashed line is all cores.",
-                         lambda fig=None, t=title: charts.category_bars(ba, v.cpu_count, title=t, fig=fig)))
+                         _Draw("category_bars", ba, v.cpu_count, title=title)))
         cf = cores_frame(v)
         title = f"CPU cores available for AI{name}"
         out.append(Chart(f"{prefix}cores-for-ai", title,
                          "Cores not spent on network, storage, crypto or compression, as a share of all "
                          "cores; dotted lines are the vendor brief's claims.",
-                         lambda fig=None, t=title: charts.cores_for_ai(cf, title=t, fig=fig)))
+                         _Draw("cores_for_ai", cf, title=title)))
     title = f"Categories over time{name}"
     out.append(Chart(f"{prefix}categories-over-time", title,
                      "Cores used per category in each recording interval." if v.category_split else
                      "Host CPU time per field (psutil mode: no category split).",
-                     lambda fig=None, t=title: charts.timeline(v.timeline, title=t, fig=fig)))
+                     _Draw("timeline", v.timeline, title=title)))
     if v.projection and v.category_split:
         start, steps = waterfall_steps(v)
         title = f"Savings by category and mechanism{name}"
         out.append(Chart(f"{prefix}savings-waterfall", title,
                          "Infrastructure cores measured, minus what each offload mechanism frees, "
                          "to what stays on the host.",
-                         lambda fig=None, t=title: charts.waterfall(steps, start, title=t, fig=fig)))
+                         _Draw("waterfall", steps, start, title=title)))
     title = f"Network and storage throughput{name}"
     out.append(Chart(f"{prefix}throughput", title, "Bytes per second per interval; IOPS on the right axis.",
-                     lambda fig=None, t=title: charts.throughput(v.io, title=t, fig=fig)))
+                     _Draw("throughput", v.io, title=title)))
     return out
 
 
 def charts_for(report: Report) -> list[Chart]:
-    from dpuprof.render import charts
-
     if report.kind == "single":
         return _single(report.main)
     if report.kind == "compare":
@@ -129,28 +146,27 @@ def charts_for(report: Report) -> list[Chart]:
             out.append(Chart("compare-shares", "Share of busy CPU, A vs B",
                              "Per category; * marks a change beyond sampling noise "
                              "(two-proportion z-test, Bonferroni over six categories).",
-                             lambda fig=None: charts.compare_shares(cmp, a.name, b.name, fig=fig)))
+                             _Draw("compare_shares", cmp, a.name, b.name)))
             both = pd.concat([before_after(a, "A"), before_after(b, "B")])
             out.append(Chart("cpu-by-category", "Host CPU by category, A and B",
                              "Average cores per category; with projections, each run's projected bar too.",
-                             lambda fig=None: charts.category_bars(both, max(a.cpu_count, b.cpu_count), fig=fig)))
+                             _Draw("category_bars", both, max(a.cpu_count, b.cpu_count))))
             cf = pd.concat([cores_frame(a, "A"), cores_frame(b, "B")])
             out.append(Chart("cores-for-ai", "CPU cores available for AI, A and B",
                              "Cores not spent on infrastructure, as a share of all cores.",
-                             lambda fig=None: charts.cores_for_ai(cf, fig=fig)))
+                             _Draw("cores_for_ai", cf)))
         top = max(float(v.timeline.sum(axis=1).max()) if len(v.timeline) else 0.0 for v in (a, b)) * 1.05
         for tag, v in (("A", a), ("B", b)):
             title = f"{tag}: {v.name} — categories over time"
             out.append(Chart(f"{tag.lower()}-categories-over-time", title,
                              "Cores used per category in each interval (same scale for A and B).",
-                             lambda fig=None, v=v, title=title: charts.timeline(v.timeline, title, fig=fig,
-                                                                                ymax=top or None),
+                             _Draw("timeline", v.timeline, title, ymax=top or None),
                              pair="timeline"))
         for tag, v in (("A", a), ("B", b)):
             title = f"{tag}: {v.name} — network and storage throughput"
             out.append(Chart(f"{tag.lower()}-throughput", title,
                              "Bytes per second per interval; IOPS on the right axis.",
-                             lambda fig=None, v=v, title=title: charts.throughput(v.io, title, fig=fig),
+                             _Draw("throughput", v.io, title),
                              pair="throughput"))
         return out
     # merge: per node and total
@@ -162,10 +178,10 @@ def charts_for(report: Report) -> list[Chart]:
                                  for v in report.runs}).T
         out.append(Chart("cpu-by-node", "Host CPU by category, per node",
                          "Average cores per category on each node.",
-                         lambda fig=None: charts.category_bars(per_node, max(v.cpu_count for v in report.runs),
-                                                               title="Host CPU by category, per node", fig=fig)))
+                         _Draw("category_bars", per_node, max(v.cpu_count for v in report.runs),
+                               title="Host CPU by category, per node")))
         cf = pd.concat([cores_frame(v, v.name) for v in report.runs] + [cores_frame(total, "total")])
         out.append(Chart("cores-for-ai", "CPU cores available for AI, per node and total",
                          "Cores not spent on infrastructure, as a share of all cores.",
-                         lambda fig=None: charts.cores_for_ai(cf, fig=fig)))
+                         _Draw("cores_for_ai", cf)))
     return out + [c for c in _single(total, "total-", "cluster total") if c.key != "total-cores-for-ai"]

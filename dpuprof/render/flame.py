@@ -54,10 +54,14 @@ def build_tree(stacks: pd.DataFrame, categories=None, root: str = "all") -> Node
         node = top
         node.value += samples
         node.cats[cat] = node.cats.get(cat, 0.0) + samples
-        for frame in split_frames(str(folded)):
-            node = node.child(frame)
+        for frame in split_frames(str(folded)):  # Node.child inlined: this loop is per frame of every stack
+            kids = node.children
+            node = kids.get(frame)
+            if node is None:
+                node = kids[frame] = Node(frame)
             node.value += samples
-            node.cats[cat] = node.cats.get(cat, 0.0) + samples
+            cats = node.cats
+            cats[cat] = cats.get(cat, 0.0) + samples
     return top
 
 

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from dpuprof.categories import CATEGORIES, IDLE, INFRASTRUCTURE
+from dpuprof.render.memo import per_recording
 
 #: Said wherever per-step CPU is shown.
 METHOD = "per-interval CPU apportioned by overlap"
@@ -62,9 +63,12 @@ class StepsView:
 
     def as_dict(self) -> dict:
         """JSON-ready: {"summary": ..., "steps": [row, ...]} (t_start dropped: t_s is relative)."""
-        rows = self.frame.drop(columns=["t_start"]).round(6).to_dict("records")
-        return {"summary": self.summary(),
-                "steps": [{k: (int(v) if k == "step" else float(v)) for k, v in r.items()} for r in rows]}
+        f = self.frame.drop(columns=["t_start"]).round(6)
+        # column by column (tolist gives Python numbers): the same values as per-row int()/float()
+        cols = [[int(x) for x in f[k].tolist()] if k == "step" else [float(x) for x in f[k].tolist()]
+                for k in f.columns]
+        keys = list(f.columns)
+        return {"summary": self.summary(), "steps": [dict(zip(keys, vals)) for vals in zip(*cols)]}
 
     def summary_line(self) -> str:
         s = self.summary()
@@ -113,8 +117,10 @@ def apportion(intervals: pd.DataFrame, cpu: pd.DataFrame, edges: np.ndarray) -> 
     return pd.DataFrame(out, columns=list(vals.columns))
 
 
+@per_recording
 def steps_view(rec) -> StepsView | None:
-    """The StepsView of a recording, or None without two step markers or without intervals."""
+    """The StepsView of a recording, or None without two step markers or without intervals
+    (computed once per Recording: treat it as read-only)."""
     marks = step_marks(rec.table("markers"))
     iv = rec.table("intervals")
     if marks is None or iv.empty:

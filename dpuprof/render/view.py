@@ -112,6 +112,7 @@ class Report:
     runs: list[RunView]
     total: RunView | None = None
     comparison: pd.DataFrame | None = None
+    workers: int | None = None  # -j: processes the renderers may draw charts in (None: one per CPU)
 
     @property
     def main(self) -> RunView:

@@ -39,13 +39,14 @@ def gpu_context(v: RunView, figure, heading: str = "GPU") -> dict | None:
     ``figure``: html.py's figure builder."""
     if v.recording is None:
         return None
-    from dpuprof.render.charts import to_png
     from dpuprof.render.gpu import gpu_view
-    from dpuprof.render.gpu_chart import gpu_timeline
 
     gpu, note = gpu_view(v.recording)
     if gpu is None:
         return {"heading": heading, "note": note}
+    from dpuprof.render.charts import to_png  # matplotlib: only where there is a GPU chart to draw
+    from dpuprof.render.gpu_chart import gpu_timeline
+
     x = v.timeline.index
     xlim = (float(x.min()), float(x.max()) + v.interval_s) if len(x) else None
     png = to_png(gpu_timeline(gpu, f"GPU over time — {v.name}", xlim, step_s=v.interval_s))

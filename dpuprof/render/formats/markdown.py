@@ -84,9 +84,11 @@ def _job(jv) -> list[str]:
 def render(report: Report, *, stem: str | None = None, progress=None, color: bool = False) -> Rendered:
     """``stem``: the output file's name without ``.md`` (the PNGs are named after it); None when
     writing to standard output, where there is nowhere to put images."""
-    from dpuprof.render.charts import to_png
+    from dpuprof.render import chartpool
     from dpuprof.render.figures import charts_for
 
+    specs = charts_for(report) if stem is not None else []
+    pending = chartpool.start(specs, report.workers)  # drawn by workers while the text is built here
     lines = [f"# dpuprof report: {md(report.title)}", ""]
     if report.kind == "compare":
         a, b = report.runs
@@ -104,14 +106,11 @@ def render(report: Report, *, stem: str | None = None, progress=None, color: boo
     else:
         lines += _run(report.main)
     extra = {}
-    specs = charts_for(report) if stem is not None else []
     if specs:
         lines += ["## Charts", ""]
-    for i, c in enumerate(specs):
-        if progress:
-            progress.step(f"chart {i + 1}/{len(specs)}: {c.title}")
+    for c, png in zip(specs, pending.pngs(progress)):
         name = f"{stem}.{c.key}.png"
-        extra[name] = to_png(c.draw())
+        extra[name] = png
         lines += [f"![{md(c.title)}]({name})", "", f"*{md(c.caption)}*", ""]
     if not specs:
         lines += ["*Charts are written as PNG files beside the report with `-o REPORT.md`.*", ""]
