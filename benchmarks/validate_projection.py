@@ -11,7 +11,7 @@ validation.json (default: benchmarks/; ``--quick`` or ``--cells``: a temp dir un
 given).
 
     sudo python3 benchmarks/validate_projection.py             # the full matrix, about 30 minutes
-    sudo python3 benchmarks/validate_projection.py --quick     # two cells, 3 short pairs (CI)
+    sudo python3 benchmarks/validate_projection.py --quick     # two cells, 3 short pairs, 2 shards (CI)
 
 Run it on a quiet machine: it refuses to start when the 1-minute load average is above --max-load
 (--force runs anyway and says so in the report). Scratch files (shards, recordings, profiles) go to
@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from validation import cells, report, runner, session  # noqa: E402
 
 BENCH = Path(__file__).resolve().parent
+QUICK_SHARDS = 2  # --quick's shard count: 0.4 GB of shards to write instead of 1.6 GB
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -45,6 +46,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="seconds per run (default 9.5; --quick 4)")
     p.add_argument("--warmup", type=float, default=None,
                    help="seconds excluded at the start of each run (default 1.5; --quick 1)")
+    p.add_argument("--shards", type=int, default=None,
+                   help="shard files per data set (default: the cells' 8; --quick 2, a quarter of the data "
+                        "to write: each step reads one whole shard either way)")
     p.add_argument("--cells", default=None, help="comma-separated cell ids (default: the matrix)")
     p.add_argument("--engine-cells", action="store_true",
                    help="add the sync/async engine-latency cells (j) to the full matrix")
@@ -60,6 +64,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     a = p.parse_args(argv)
     a.pairs = a.pairs or (3 if a.quick else 5)
     a.duration = a.duration or (4.0 if a.quick else 9.5)
+    a.shards = a.shards or (QUICK_SHARDS if a.quick else None)
     a.warmup = a.warmup if a.warmup is not None else (1.0 if a.quick else 1.5)
     if a.pairs < 1 or a.duration <= a.warmup or a.warmup < 0:
         p.error("need --pairs >= 1 and 0 <= --warmup < --duration")
@@ -95,7 +100,8 @@ def reproject(args) -> int:
     doc = json.loads(path.read_text())
     by_id = {c.id: c for c in cells.CELLS + cells.ENGINE_CELLS}
     scratch = Path(doc["scratch"])
-    opts = runner.RunOptions(doc["settings"]["duration_s"], doc["settings"]["warmup_s"], scratch / "data", scratch)
+    opts = runner.RunOptions(doc["settings"]["duration_s"], doc["settings"]["warmup_s"], scratch / "data", scratch,
+                             doc["settings"].get("shards"))
     for out in doc["cells"]:
         if out["id"] in by_id:
             say(f"re-projecting {out['id']}")
@@ -122,7 +128,7 @@ def main(argv=None) -> int:
     out_dir = Path(args.out) if args.out else (
         Path(tempfile.mkdtemp(prefix="dpuprof-validate-out-")) if partial else BENCH)
     scratch = Path(tempfile.mkdtemp(prefix="dpuprof-validate-"))
-    opts = runner.RunOptions(args.duration, args.warmup, scratch / "data", scratch)
+    opts = runner.RunOptions(args.duration, args.warmup, scratch / "data", scratch, args.shards)
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     rng = random.Random(args.seed)
     results = []
@@ -145,7 +151,7 @@ def main(argv=None) -> int:
            "machine": mach, "load_before": before, "load_after": runner.loadavg(),
            "load_verdict": verdict, "scratch": str(scratch),
            "settings": {"pairs": args.pairs, "duration_s": args.duration, "warmup_s": args.warmup,
-                        "seed": args.seed, "n_boot": 10_000, "max_load": args.max_load,
+                        "seed": args.seed, "shards": args.shards, "n_boot": 10_000, "max_load": args.max_load,
                         "quick": args.quick},
            "cells": results}
     md, js = report.write(doc, out_dir)

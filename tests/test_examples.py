@@ -8,6 +8,7 @@ loopback TCP.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -29,8 +30,10 @@ TINY = ["--image-size", "64", "--crop", "32", "--hidden", "32", "--width", "32",
         "--batch-size", "4", "--shards", "4"]
 LINE = re.compile(r"^steps_per_s=(\d+(\.\d+)?) steps=(\d+) duration_s=(\d+(\.\d+)?) variant=(\w+)$", re.M)
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("cryptography")
+# Found, not imported: the examples run in subprocesses, and importing torch at collection would
+# cost the pytest process seconds of CPU and its memory for the whole session.
+_MISSING = [m for m in ("torch", "cryptography") if importlib.util.find_spec(m) is None]
+pytestmark = pytest.mark.skipif(bool(_MISSING), reason=f"needs {', '.join(_MISSING)}")
 
 
 def train(*args, timeout=180, **kw) -> subprocess.CompletedProcess:

@@ -48,10 +48,25 @@ CASES = {
 }
 
 
+@pytest.fixture(scope="module")
+def case_run(tmp_path_factory, direct_file):
+    """``case_run(name)`` -> (path, summary, the workload's own JSON) of CASES[name], recorded once
+    per module: test_counts_bytes_and_ios checks the odirect_read and tcp_loopback runs' counters,
+    test_single_purpose_workload their categories (treat the recordings as read-only)."""
+    runs: dict[str, tuple] = {}
+
+    def run(name):
+        if name not in runs:
+            runs[name] = _record(tmp_path_factory.mktemp(name), name, PYTHON, *CASES[name][2](direct_file))
+        return runs[name]
+
+    return run
+
+
 @pytest.mark.parametrize("name", list(CASES))
-def test_single_purpose_workload(tmp_path, direct_file, name):
-    category, bound, args = CASES[name]
-    path, summary, own = _record(tmp_path, name, PYTHON, *args(direct_file))
+def test_single_purpose_workload(case_run, name):
+    category, bound, _ = CASES[name]
+    path, summary, own = case_run(name)
     wl = summary["workload_cpu"]
     share = wl["by_category"][category] / wl["total_s"]
     print(f"{name}: {category} {share:.1%} of {wl['total_s']:.3f} s; own cpu {own['cpu_s']:.3f} s; "
@@ -63,8 +78,8 @@ def test_single_purpose_workload(tmp_path, direct_file, name):
     assert summary["category_split"] is True
 
 
-def test_counts_bytes_and_ios(tmp_path, direct_file):
-    _, summary, own = _record(tmp_path, "odirect", PYTHON, WORKLOADS / "odirect_read.py", direct_file, "2")
+def test_counts_bytes_and_ios(case_run):
+    _, summary, own = case_run("odirect_read")
     # Every 4 KiB O_DIRECT read is one block IO. With the classic tracepoints (DPUPROF_NO_RAW_TP=1,
     # or no BTF) the kernel skips the program while another BPF program runs on the same CPU
     # (recursion protection; the sampler fires in hard-IRQ context): those completions go
@@ -74,7 +89,7 @@ def test_counts_bytes_and_ios(tmp_path, direct_file):
     # (2 % slack: a completion the kernel skipped may also be one whose counter update raced.)
     assert summary["io"]["read_ios"] + missed >= 0.98 * own["reads"]
     assert summary["io"]["read_bytes"] >= 0.95 * own["reads"] * 4096
-    _, summary, own = _record(tmp_path, "tcp", PYTHON, WORKLOADS / "tcp_loopback.py", "2")
+    _, summary, own = case_run("tcp_loopback")
     lo = summary["net"]["by_dev"]["lo"]
     assert lo["tx"] >= 0.99 * own["bytes"] and lo["rx"] >= 0.99 * own["bytes"]  # headers add, misses subtract
 

@@ -117,11 +117,13 @@ def workload_share(tree_cpu_s: float, recorder_cpu_s: float, bpf_s: float, child
 
 def bench_bpf_cost(cfg: Config, scratch: Path) -> dict:
     """Per workload (iperf3, fio) and condition: bpf_cost_run's row, and each added probe's BPF time
-    over cpu_sample+proc_tree alone (``incremental_core_pct``, % of one core)."""
+    over cpu_sample+proc_tree alone (``incremental_core_pct``, % of one core). --quick adds one probe
+    per workload (the last of PROBE_WORKLOAD's), not each: every run is a recorder start-up."""
     minimal = f"probes:{MINIMAL}"
     out = {}
     for wl, workload in (("iperf3", iperf3_workload(cfg.iperf_s)), ("fio", fio_workload(cfg.fio_s, scratch))):
-        conds = ["dpuprof", minimal, *(f"{minimal},{p}" for p, w in PROBE_WORKLOAD.items() if w == wl)]
+        added = [p for p, w in PROBE_WORKLOAD.items() if w == wl]
+        conds = ["dpuprof", minimal, *(f"{minimal},{p}" for p in (added[-1:] if cfg.quick else added))]
         rows = {c: bpf_cost_run(workload, c, scratch) for c in conds}
         base = rows[minimal].get("bpf", {}).get("core_pct")
         for c, row in rows.items():
@@ -136,7 +138,8 @@ def bench_overhead(cfg: Config, scratch: Path, data: Path) -> dict:
     BPF cost runs (``bpf_cost``)."""
     minimal = f"probes:{MINIMAL}"
     plus = lambda probe: f"probes:{MINIMAL},{probe}"  # noqa: E731
-    # Per-probe throughput rounds only in the full suite; --quick measures each probe's CPU below.
+    # Per-probe throughput rounds only in the full suite; --quick measures one probe's CPU per
+    # workload below.
     per_probe = (lambda wl: []) if cfg.quick else (  # noqa: E731
         lambda wl: [minimal, *(plus(p) for p, w in PROBE_WORKLOAD.items() if w == wl)])
     iperf_conds = ["bare", "dpuprof", "perf", *per_probe("iperf3")]

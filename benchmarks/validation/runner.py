@@ -22,15 +22,23 @@ PYTHON = sys.executable
 
 @dataclass(frozen=True)
 class RunOptions:
-    """How long each run is and where its scratch goes (a temp dir, never the repository)."""
+    """How long each run is and where its scratch goes (a temp dir, never the repository).
+    ``shards``, when set, replaces the cells' shard count (--quick: fewer shards to write; each step
+    still reads one whole shard, so a step's work is the same)."""
 
     duration_s: float
     warmup_s: float
     data_dir: Path
     scratch: Path
+    shards: int | None = None
+
+    def data_args(self, cell: Cell, side: str) -> list[str]:
+        """train_ddp.py's arguments that choose the data: the cell's, then the shard count override
+        (argparse keeps the last --shards)."""
+        return [*cell.args(side), *(["--shards", str(self.shards)] if self.shards else [])]
 
     def train_cmd(self, cell: Cell, side: str) -> list[str]:
-        return [PYTHON, str(TRAIN), *cell.args(side), "--json", "--data-dir", str(self.data_dir),
+        return [PYTHON, str(TRAIN), *self.data_args(cell, side), "--json", "--data-dir", str(self.data_dir),
                 "--duration", f"{self.duration_s:g}", "--warmup-s", f"{self.warmup_s:g}"]
 
 
@@ -74,7 +82,7 @@ def run_train(cmd: list[str], timeout_s: float) -> dict:
 def prepare_data(cell: Cell, opts: RunOptions) -> None:
     """Write (or reuse) the shards both sides of the cell read, outside the timed runs."""
     for side in ("a", "b"):
-        cmd = [PYTHON, str(TRAIN), *cell.args(side), "--data-dir", str(opts.data_dir), "--generate-only"]
+        cmd = [PYTHON, str(TRAIN), *opts.data_args(cell, side), "--data-dir", str(opts.data_dir), "--generate-only"]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env(), cwd=ROOT)
         if proc.returncode != 0:
             raise RuntimeError(f"data generation failed: {' '.join(cmd)}\n{proc.stderr[-2000:]}")
