@@ -1,0 +1,84 @@
+"""Reading and clearing bcc maps with few syscalls: hash maps read with BPF_MAP_LOOKUP_BATCH and
+deleted with BPF_MAP_DELETE_BATCH (falling back to bcc's entry-by-entry walk where the kernel has
+no batch operations), and stack-trace maps emptied completely. The drains call these every
+interval, on maps of thousands of entries."""
+
+from __future__ import annotations
+
+import ctypes as ct
+import errno
+import os
+
+_BATCH = 1024  # entries per BPF_MAP_LOOKUP_BATCH or BPF_MAP_DELETE_BATCH call
+
+
+def _items(array, n: int, ctype) -> list:
+    """The first ``n`` elements of a ctypes array as ctypes objects (bcc's items() gives
+    objects: a simple type's element would come out as a plain int)."""
+    got = array[:n]
+    return [ctype(v) for v in got] if issubclass(ctype, ct._SimpleCData) else got
+
+
+def snapshot(table) -> list[tuple]:
+    """Every (key, value) of a bcc hash ``table``, as bcc ctypes objects, read with
+    BPF_MAP_LOOKUP_BATCH: one syscall per ``_BATCH`` entries instead of bcc's two per entry (next
+    key, then lookup), in arrays of that size rather than bcc's own batch helper's arrays of
+    ``max_entries`` (65536 sample keys are 5 MB, allocated and zeroed per call). Entries that
+    change while it reads are seen with either value, as with bcc's walk. Falls back to that walk
+    where the kernel or bcc has no batch lookup."""
+    from bcc.libbcc import lib
+
+    out: list[tuple] = []
+    token, count = ct.c_uint32(0), ct.c_uint32(0)
+    first = True
+    while True:
+        keys, values = (table.Key * _BATCH)(), (table.Leaf * _BATCH)()
+        count.value = _BATCH
+        res = lib.bpf_lookup_batch(table.map_fd, None if first else ct.byref(token), ct.byref(token),
+                                   ct.byref(keys), ct.byref(values), ct.byref(count))
+        err = ct.get_errno()
+        if res != 0 and err != errno.ENOENT:
+            if first:  # EINVAL/ENOTSUPP: no batch operations here
+                return list(table.items())
+            raise OSError(err, f"BPF_MAP_LOOKUP_BATCH: {os.strerror(err)}")
+        out.extend(zip(_items(keys, count.value, table.Key), _items(values, count.value, table.Leaf)))
+        first = False
+        if res != 0 or count.value == 0:  # ENOENT: the map's end
+            return out
+
+
+def delete_keys(table, keys: list) -> None:
+    """Delete ``keys`` (bcc ctypes keys of ``table``) with BPF_MAP_DELETE_BATCH, one syscall per
+    ``_BATCH``; one by one where the kernel has no batch delete, or a key is already gone (the
+    batch stops at the first missing key)."""
+    from bcc.libbcc import lib
+
+    for i in range(0, len(keys), _BATCH):
+        part = keys[i:i + _BATCH]
+        arr = (table.Key * len(part))(*part)
+        count = ct.c_uint32(len(part))
+        if lib.bpf_delete_batch(table.map_fd, ct.byref(arr), ct.byref(count)) == 0:
+            continue
+        for k in part[count.value:]:
+            try:
+                del table[k]
+            except KeyError:
+                pass
+
+
+def clear_stack_map(table) -> int:
+    """Delete every stack id in a bcc STACK_TRACE ``table``; returns how many were deleted.
+
+    Complete: the ids come from the map itself (``BPF_MAP_GET_NEXT_KEY``), not from the drained
+    counts, so stacks whose sample was dropped (counts map full) are freed too. The ids are listed
+    first and deleted after, since deleting during the walk would restart it. Cost: two syscalls
+    per stored stack. Only call it on the buffer the BPF program is not writing."""
+    ids = [k.value for k in table.keys()]
+    n = 0
+    for sid in ids:
+        try:
+            del table[table.Key(sid)]
+            n += 1
+        except KeyError:
+            pass
+    return n
