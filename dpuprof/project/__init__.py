@@ -18,7 +18,7 @@ Pure functions over DataFrames (no printing, no file I/O except the profile load
 import sys as _sys
 import types as _types
 
-import importlib as _importlib
+from dpuprof.lazyexports import lazy_exports
 
 #: name -> the submodule it comes from. Imported on first use (PEP 562): ``dpuprof report`` needs
 #: only ``dpuprof.project.window``, and importing the whole model (pydantic profile schema, the
@@ -33,18 +33,7 @@ __all__ = ["PROJECTION_VERSION", "Profile", "ProjectionInput", "from_recording",
            "load_profile", "build_projection"]
 
 
-def __getattr__(name):
-    if name in _LAZY:
-        value = getattr(_importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-        globals()[name] = value
-        return value
-    if name in _SUBMODULES:  # as when this file imported them all: pkg.store without importing it
-        return _importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, _SUBMODULES, __all__)
 
 
 class _CallableModule(_types.ModuleType):

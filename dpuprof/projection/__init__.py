@@ -4,7 +4,7 @@
 checksum, atomic write and validated read.
 """
 
-import importlib as _importlib
+from dpuprof.lazyexports import lazy_exports
 
 #: name -> the submodule it comes from, imported on first use (PEP 562): the pydantic schema
 #: costs a few tenths of a second to import, and a report without a projection file never needs it.
@@ -17,15 +17,4 @@ __all__ = ["PROJECTION_VERSION", "READABLE_VERSIONS", "Projection", "path_for", 
            "write"]
 
 
-def __getattr__(name):
-    if name in _LAZY:
-        value = getattr(_importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-        globals()[name] = value
-        return value
-    if name in _SUBMODULES:  # as when this file imported them all: pkg.store without importing it
-        return _importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, _SUBMODULES, __all__)
