@@ -12,15 +12,16 @@ from dpuprof.record.child import KILL_AFTER_S, TERM_AFTER_S, block_signals
 #: (tests/test_record_cli.py checks each number against benchmarks/RESULTS.md).
 OVERHEAD = """\
 OVERHEAD: measured on 2026-12-01 (benchmarks/RESULTS.md; a 2-core AMD EPYC VM, Linux 6.18), all
-probes at -F 99. The BPF programs and the recorder together used 4.73 % of the machine's CPU during
-DDP training (89,668 BPF runs/s at 282 ns each, 2.53 % of one core, plus the recorder's own
-draining and writing, 6.93 % of one core), 10.05 % under an iperf3 loopback flood (835,317 BPF
-runs/s; 14.33 % of the flood's own CPU) and 8.49 % under fio 4 KiB random reads. BPF time grows
-with the event rate (context switches, packets, I/Os; net_dev costs most, adding 5.53 % of a core
-under iperf3) and is host-wide; the recorder's share is a fixed cost per host (0.22 % of a 32-core
-training host on DDP). Start-up before COMMAND runs: 3.42 s (bcc compiles the probes, 1.906 s of
-it); recorder peak RSS 162 MB over 10 minutes; the recording grows about 0.344 MB a minute. Fewer
---probes load fewer programs (per-probe costs in benchmarks/RESULTS.md, section 2).
+probes at -F 99. The BPF programs and the recorder together used 3.20 % of the machine's CPU during
+DDP training (83,022 BPF runs/s at 313 ns each, 2.59 % of one core, plus the recorder's own
+draining and writing, 3.80 % of one core), 9.43 % under an iperf3 loopback flood (680,561 BPF
+runs/s; 10.43 % of the flood's own CPU) and 8.67 % under fio 4 KiB random reads. BPF time grows
+with the event rate (context switches, packets, I/Os; net_dev costs most, adding 5.16 % of a core
+under iperf3) and is host-wide; the recorder's share is a fixed cost per host (0.12 % of a 32-core
+training host on DDP). Start-up before COMMAND runs: 3.32 s (bcc compiles the probes, in a child
+process, 3.163 s of it); recorder peak RSS 85 MB over 10 minutes; the recording grows about
+0.231 MB a minute. Fewer --probes load fewer programs (per-probe costs in benchmarks/RESULTS.md,
+section 2).
 """
 
 EPILOG = OVERHEAD + """
