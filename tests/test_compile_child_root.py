@@ -17,6 +17,23 @@ def _fds() -> set[int]:
     return {int(fd) for fd in os.listdir("/proc/self/fd")}
 
 
+@pytest.fixture(autouse=True)
+def _child_on(monkeypatch):
+    """The child compile is opt-in (compile_child.CHILD_ENV); these tests are about it."""
+    from dpuprof.record import compile_child
+
+    monkeypatch.setenv(compile_child.CHILD_ENV, "1")
+
+
+def test_default_compiles_in_process(monkeypatch):
+    from dpuprof.record import compile_child
+    from dpuprof.record.bcc_loader import import_bcc
+
+    monkeypatch.delenv(compile_child.CHILD_ENV)
+    parent = os.getpid()
+    assert compile_child.load(import_bcc().BPF, [], lambda c, w: (os.getpid(), w, {}), ())[0] == parent
+
+
 def _rss_file_kb(lib: str) -> int:
     """kB of this process's RSS in mappings of ``lib``."""
     total, cur = 0, False
