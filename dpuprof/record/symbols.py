@@ -75,8 +75,8 @@ class ProcessMaps:
         self.pid = pid
         self.starts: list[int] = []
         self.entries: list[tuple[int, int, str]] = []
-        self.data_starts: list[int] = []  # mappings without execute permission: (start, end)
-        self.data: list[tuple[int, int]] = []
+        self.data_starts: list[int] = []
+        self.data: list[tuple[int, int]] = []  # mappings without execute permission: (start, end)
         self.read_in = generation  # the drain generation of the last read
         self.backoff = 1  # generations to wait before a miss may re-read (worth_rereading)
         self.reload(generation)
