@@ -5,6 +5,11 @@ against what the workload measured itself; and the sched_wait probe's one-by-one
 from __future__ import annotations
 
 import os
+import re
+import shutil
+import signal
+import subprocess
+import time
 
 import pytest
 
@@ -15,8 +20,39 @@ pytestmark = pytest.mark.root
 MS = 1e6
 
 
+# An independent count of the same scheduler events, by other code: bpftrace counts each thread's
+# switch-outs in state D (prev_state 2, TASK_UNINTERRUPTIBLE). BEGIN prints once every probe is on.
+BPFTRACE_D_SWITCHES = """
+BEGIN { printf("ready\\n"); }
+tracepoint:sched:sched_switch /args->prev_state == 2/ { @d[args->prev_pid] = count(); }
+"""
+
+
+def _start_bpftrace(tmp):
+    if shutil.which("bpftrace") is None:
+        return None
+    out = open(tmp / "bpftrace.txt", "w+")
+    proc = subprocess.Popen(["bpftrace", "-e", BPFTRACE_D_SWITCHES], stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while "ready" not in (tmp / "bpftrace.txt").read_text():
+        assert proc.poll() is None and time.monotonic() < deadline, (tmp / "bpftrace.txt").read_text()
+        time.sleep(0.1)
+    return proc, out
+
+
+def _stop_bpftrace(started, tmp) -> dict[int, int] | None:
+    if started is None:
+        return None
+    proc, out = started
+    proc.send_signal(signal.SIGINT)  # it prints its maps on the way out
+    proc.wait(timeout=60)
+    out.close()
+    return {int(tid): int(n) for tid, n in re.findall(r"@d\[(\d+)\]: (\d+)", (tmp / "bpftrace.txt").read_text())}
+
+
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
+    """(recording, the workload's own JSON line, bpftrace's D switch-outs by tid or None)."""
     tmp = tmp_path_factory.mktemp("threads")
     # On the root filesystem (O_DIRECT needs a block device, /tmp may be tmpfs), written before recording.
     data = os.path.join("/var/tmp", f"dpuprof-threads-{os.getpid()}.bin")
@@ -24,13 +60,16 @@ def recorded(tmp_path_factory):
         fh.write(os.urandom(16 << 20))
         os.fsync(fh.fileno())
     out = tmp / "threads.rec"
+    started = None
     try:
+        started = _start_bpftrace(tmp)
         proc = dpuprof("record", "-q", "-o", out, "--", PYTHON, WORKLOADS / "thread_waits.py", data, "20",
                        "0.03", "0.02", timeout=180)
     finally:
         os.unlink(data)
+        d_switches = _stop_bpftrace(started, tmp)
     assert proc.returncode == 0, proc.stderr
-    return load(out), last_json_line(proc.stdout)
+    return load(out), last_json_line(proc.stdout), d_switches
 
 
 def _per_thread(rec):
@@ -39,7 +78,7 @@ def _per_thread(rec):
 
 
 def test_main_thread_wait_on_the_helper_matches_its_own_blocked_time(recorded):
-    rec, own = recorded
+    rec, own, _ = recorded
     main, helper = own["main"]["tid"], own["helper"]["tid"]
     waits = rec.table("thread_wait")
     on_helper = waits[(waits.tid == main) & (waits.waker_tid == helper)].ns.sum()
@@ -56,27 +95,45 @@ def test_main_thread_wait_on_the_helper_matches_its_own_blocked_time(recorded):
     assert (waits[(waits.tid == main) & (waits.waker_tid == helper)].waker_pid == main).all()  # same process
 
 
-def test_io_thread_waits_in_state_io_once_per_read(recorded):
-    rec, own = recorded
+def test_each_thread_waits_once_per_time_it_blocked(recorded):
+    rec, own, _ = recorded
+    waits = rec.table("thread_wait").groupby("tid")["count"].sum()
+    # A wait is a switch-out in a sleeping state that a wake-up ended; the scheduler counts each
+    # such switch-out in the thread's ru_nvcsw, read at its end (waits in its teardown come after:
+    # a few). A wake-up the kernel skipped loses its wait (reported as wake_unseen, any thread's).
+    lost = rec.table("lost")
+    unseen = lost[lost.kind == "wake_unseen"]["count"].sum()
+    for name in ("main", "helper", "io"):
+        me = own[name]
+        print(f"{name}: {waits[me['tid']]} waits, ru_nvcsw {me['nvcsw']}; wake_unseen {unseen}")
+        assert me["nvcsw"] - unseen <= waits[me["tid"]] <= me["nvcsw"] + 5
+
+
+def test_io_thread_waits_in_state_io_match_an_independent_count(recorded):
+    rec, own, d_switches = recorded
     io = own["io"]
     waits = rec.table("thread_wait")
     w = waits[(waits.tid == io["tid"]) & (waits.state == "io")]
     print(f"io thread: {io['reads']} reads, {w['count'].sum()} io waits, {w.ns.sum() / MS:.1f} ms; "
+          f"bpftrace D switch-outs {None if d_switches is None else d_switches.get(io['tid'], 0)}; "
           f"by waker {w.groupby('waker_tid')['count'].sum().to_dict()}")
     # An O_DIRECT read blocks (D) until the device completes it, unless the completion arrives
-    # first: on a busy machine (the suite's second worker) the reader is often preempted between
-    # submitting and waiting, and then finds its IO done (5548 reads gave 4794 waits so, 86 %).
-    # A wake-up the kernel skipped is reported (wake_unseen). Never more waits than reads.
+    # before the reader goes to sleep: how often that happens depends on the host's disk cache
+    # and load (53-99.8 % of reads blocked on this VM), so the truth is not the number of reads
+    # but the scheduler's own count of D switch-outs, taken by bpftrace alongside.
     lost = rec.table("lost")
     unseen = lost[lost.kind == "wake_unseen"]["count"].sum()
-    assert 0.75 * io["reads"] - unseen <= w["count"].sum() <= 1.02 * io["reads"] + 5
+    assert w["count"].sum() <= io["reads"] + 5
     assert w.ns.sum() <= io["in_read_s"] * 1e9
     # Completions arrive in interrupt context: waker 0, not the task the interrupt happened to hit.
     assert w[w.waker_tid == 0]["count"].sum() >= 0.9 * w["count"].sum()
+    if d_switches is None:
+        pytest.skip("bpftrace is not installed (scripts/setup-dev.sh installs it)")
+    assert d_switches.get(io["tid"], 0) - unseen <= w["count"].sum() <= d_switches.get(io["tid"], 0) + 2
 
 
 def test_thread_time_adds_up_to_each_thread_life_and_matches_its_waits(recorded):
-    rec, own = recorded
+    rec, own, _ = recorded
     threads = rec.table("threads").set_index("tid")
     per = _per_thread(rec)
     waits = rec.table("thread_wait").groupby("tid").ns.sum()
@@ -99,12 +156,14 @@ def test_thread_time_adds_up_to_each_thread_life_and_matches_its_waits(recorded)
     wakeups = rec.table("thread_wait").groupby("tid")["count"].sum()
     for name in ("main", "helper", "io"):
         tid = own[name]["tid"]
-        # Off-CPU time (schedstat and the interval clock) and the waits (BPF switch-out -> wake-up)
-        # are measured independently; they agree once every wait has ended (all have, at exit),
-        # except that off-CPU time also holds what schedstat's run delay misses of each wake-up's
-        # way back to a CPU (from sched_waking until the wakee is queued: an IPI to a remote, maybe
-        # idle, vCPU): measured here at 2-5 us per wake-up for the io thread and up to ~0.3 ms for
-        # the CPU-bound helper on this loaded 2-vCPU VM, hence 1 ms per wake-up of slack.
+        # Off-CPU time (the interval clock minus on-CPU and run-queue time) and the waits (BPF
+        # switch-out -> wake-up) are measured independently; they agree once every wait has ended
+        # (all have, at exit). The run-queue time is the probe's: schedstat's run delay sometimes
+        # held a whole 48-ms wait of the main thread (docs/thread-accounting.md), and then the
+        # waits came out longer than off-CPU time. 1 ms per wake-up of slack covers a thread first
+        # seen before the probe knew it, which keeps schedstat's counter, and that counter misses
+        # each wake-up's way back to a CPU: 2-5 us for the io thread, up to ~0.3 ms for the
+        # CPU-bound helper on this loaded 2-vCPU VM.
         off = per.loc[tid].off_cpu_ns
         print(f"{name}: off {off / MS:.1f} ms, waits {waits[tid] / MS:.1f} ms in {wakeups[tid]} wake-ups")
         assert waits[tid] <= off + 10 * MS
@@ -113,7 +172,7 @@ def test_thread_time_adds_up_to_each_thread_life_and_matches_its_waits(recorded)
 
 
 def test_thread_category_has_the_workload_threads_samples(recorded):
-    rec, own = recorded
+    rec, own, _ = recorded
     tc = rec.table("thread_category")
     cc = rec.table("cpu_category")
     root = rec.meta["root_pid"]

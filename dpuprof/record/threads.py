@@ -5,7 +5,8 @@ Sources, per interval:
 * /proc/PID/task/TID/schedstat of every live workload thread (read by ProcessTelemetry, fields 1
   and 2: on-CPU ns and run-queue delay ns, cumulative since the thread began). These are the
   scheduler's own totals and give thread_time for every thread that is still alive at the end of
-  the interval.
+  the interval, except that the run-queue delay of a thread the probe follows is the probe's (see
+  ``_probe_run_delay``).
 * the sched_wait probe (probes/sched_wait.bpf.c), when loaded: each thread's birth and exit time
   and its own on-CPU and run-queue counters, and its waits by state and waker. /proc no longer
   shows a thread once it exited, so its last partial interval (and the whole life of a thread
@@ -171,6 +172,7 @@ class ThreadRecorder:
         self.prev_waits: dict[tuple, tuple[int, int]] = {}
         self.born: dict[int, float] = {}
         self.pid_of: dict[int, int] = {}
+        self.probe_runq: set[int] = set()  # live threads whose runq_ns comes from the probe
 
     def interval(self, t0: float, t1: float, workload: set[int],
                  thread_stats: dict[int, dict[int, tuple[int, int]]]) -> tuple[dict[str, list], list[tuple]]:
@@ -178,6 +180,7 @@ class ThreadRecorder:
         first_seen, last_seen)) for [t0, t1]. ``thread_stats``: ProcessSample.thread_stats."""
         bpf_threads, waits = self.maps.snapshot() if self.maps else ({}, {})
         alive = {tid: st for pid, stats in thread_stats.items() if pid in workload for tid, st in stats.items()}
+        alive = self._probe_run_delay(alive, bpf_threads)
         for pid, stats in thread_stats.items():
             for tid in stats:
                 self.pid_of[tid] = pid
@@ -210,6 +213,28 @@ class ThreadRecorder:
                 self.bpf_base[tid] = (b.on_cpu_ns, b.runq_ns)
         self._forget(alive, bpf_threads, finished, waits)
         return tables, threads
+
+    def _probe_run_delay(self, alive: dict[int, tuple[int, int]],
+                         bpf_threads: dict[int, BpfThread]) -> dict[int, tuple[int, int]]:
+        """``alive`` with each thread's run-queue delay taken from the probe's counter where the
+        probe follows the thread: schedstat's run_delay can hold a whole sleep. On Linux 6.18 it
+        did, in 1 of 6 to 1 of 14 recordings of tests/workloads/thread_waits.py: the main
+        thread's run_delay was 48-49 ms (one wait on its helper) above an independent bpftrace
+        count of runnable-to-switch-in time, which agreed with it within 1 ms in the other runs
+        (docs/thread-accounting.md). The probe's runnable time (from sched_waking, a preemption or
+        sched_wakeup_new to the switch-in) is by construction disjoint from its waits. Which
+        counter a thread gets is fixed at first sight, so its deltas never mix the two."""
+        out = {}
+        for tid, (on, runq) in alive.items():
+            b = bpf_threads.get(tid)
+            if tid not in self.prev_alive and b is not None:
+                self.probe_runq.add(tid)
+            if tid in self.probe_runq:
+                # An entry the probe lost (its map was full) keeps the last reading: no delta.
+                runq = b.runq_ns if b is not None else self.prev_alive.get(tid, (0, 0))[1]
+            out[tid] = (on, runq)
+        self.probe_runq &= set(alive)
+        return out
 
     def _gone(self, t1, workload, alive, bpf_threads):
         """Threads that exited by t1 and are no longer in /proc: ({tid: (on, runq, born, exit)} of

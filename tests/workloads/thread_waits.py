@@ -3,13 +3,16 @@ that sleeps then computes a fixed time per item, while an io thread does 4 KiB O
 
 Usage: thread_waits.py FILE [ITEMS] [SLEEP_S] [WORK_S]. Prints one JSON line: each thread's native
 tid, its start and end (unix s, taken inside the thread), the main thread's total time blocked in
-queue.get() (perf_counter around each call), and the io thread's total time inside preadv.
+queue.get() (perf_counter around each call), the io thread's total time inside preadv, and each
+thread's voluntary context switches since its birth (getrusage RUSAGE_THREAD ru_nvcsw, taken at
+its end: the scheduler's exact count of the times it blocked, not a tick-sampled split).
 """
 import json
 import mmap
 import os
 import queue
 import random
+import resource
 import sys
 import threading
 import time
@@ -22,6 +25,10 @@ info = {}
 q = queue.Queue()
 
 
+def nvcsw() -> int:
+    return resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
+
+
 def helper():
     info["helper"] = {"tid": threading.get_native_id(), "start": time.time()}
     for i in range(items):
@@ -30,7 +37,7 @@ def helper():
         while time.thread_time() < end:  # compute (it holds the GIL: the main thread is blocked)
             pass
         q.put(i)
-    info["helper"]["end"] = time.time()
+    info["helper"].update(end=time.time(), nvcsw=nvcsw())
 
 
 def reader(stop):
@@ -48,7 +55,7 @@ def reader(stop):
         in_read += time.perf_counter() - t
         n += 1
     os.close(fd)
-    info["io"].update(end=time.time(), in_read_s=in_read, reads=n)
+    info["io"].update(end=time.time(), in_read_s=in_read, reads=n, nvcsw=nvcsw())
 
 
 info["main"] = {"tid": threading.get_native_id(), "start": time.time()}
@@ -64,5 +71,5 @@ for _ in range(items):
 stop.set()
 for t in threads:
     t.join()
-info["main"].update(end=time.time(), blocked_s=blocked)
+info["main"].update(end=time.time(), blocked_s=blocked, nvcsw=nvcsw())
 print(json.dumps(info))
