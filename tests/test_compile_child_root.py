@@ -19,19 +19,22 @@ def _fds() -> set[int]:
 
 @pytest.fixture(autouse=True)
 def _child_on(monkeypatch):
-    """The child compile is opt-in (compile_child.CHILD_ENV); these tests are about it."""
+    """These tests are about the child compile, the default: not turned off from outside."""
     from dpuprof.record import compile_child
 
-    monkeypatch.setenv(compile_child.CHILD_ENV, "1")
+    monkeypatch.delenv(compile_child.INPROCESS_ENV, raising=False)
 
 
-def test_default_compiles_in_process(monkeypatch):
+def test_default_compiles_in_a_child():
     from dpuprof.record import compile_child
     from dpuprof.record.bcc_loader import import_bcc
 
-    monkeypatch.delenv(compile_child.CHILD_ENV)
-    parent = os.getpid()
-    assert compile_child.load(import_bcc().BPF, [], lambda c, w: (os.getpid(), w, {}), ())[0] == parent
+    def load_fn(bpf_cls, wanted):
+        raise UserError(f"loaded in {os.getpid()}")  # comes back from the child as it is
+
+    with pytest.raises(UserError) as raised:
+        compile_child.load(import_bcc().BPF, [], load_fn, ())
+    assert str(raised.value) != f"loaded in {os.getpid()}"
 
 
 def _rss_file_kb(lib: str) -> int:

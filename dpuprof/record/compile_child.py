@@ -33,10 +33,6 @@ import struct
 from dpuprof.errors import UserError
 
 INPROCESS_ENV = "DPUPROF_COMPILE_INPROCESS"
-#: Opt-in for now: with the child, the sched_wait tables of tests/test_threads_root.py came out
-#: short in 2 of 3 runs (io waits of a reader thread missing for whole intervals), and 3 of 3
-#: in-process runs were right; until that is understood, the default compiles in-process.
-CHILD_ENV = "DPUPROF_COMPILE_CHILD"
 
 
 def _set(name: str) -> bool:
@@ -52,15 +48,14 @@ def load(bpf_cls, wanted: list[str], load_fn, perf_event_funcs: tuple[str, ...])
 def start(bpf_cls, wanted: list[str], load_fn, perf_event_funcs: tuple[str, ...]) -> "Pending":
     """Start ``load_fn(bpf_cls, wanted)`` (probes._load: (bpf, used, unavailable)) in a forked
     child; its ``result()`` is that triple with the BPF object rebuilt here as a ``ShippedBPF``.
-    The load runs in this process instead (at ``result()``) unless ``DPUPROF_COMPILE_CHILD`` is
-    set (CHILD_ENV), and also when ``bpf_cls`` is not bcc's own BPF (a test's fake), when
-    ``DPUPROF_COMPILE_INPROCESS`` is set, or when the child delivers nothing.
+    The load runs in this process instead (at ``result()``) when ``bpf_cls`` is not bcc's own BPF
+    (a test's fake), when ``DPUPROF_COMPILE_INPROCESS`` is set, or when the child delivers nothing.
     ``perf_event_funcs``: functions the child loads as perf_event programs (the other functions
     ``load_fn`` left unloaded are uprobe functions). A UserError raised in the child is raised by
     ``result()``. Until then this process is free to do other start-up work."""
     import bcc
 
-    if (bpf_cls is not bcc.BPF or _set(INPROCESS_ENV)) or not _set(CHILD_ENV):
+    if bpf_cls is not bcc.BPF or _set(INPROCESS_ENV):
         return Pending(lambda: load_fn(bpf_cls, wanted))
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     pid = os.fork()

@@ -263,8 +263,8 @@ def load(bpf_cls, wanted: list[str]) -> tuple[object | None, list[str], dict[str
     """Compile and attach the ``wanted`` probes. Returns (bpf, used names, {unavailable: reason}).
 
     perf_event attachment (cpu_sample) is done by the caller, which knows the frequency. With
-    ``DPUPROF_COMPILE_CHILD=1`` and bcc's own BPF class the compile runs in a short-lived child
-    process (compile_child.py, opt-in for now), so the compiler's memory never becomes the
+    bcc's own BPF class the compile runs in a short-lived child process (compile_child.py;
+    ``DPUPROF_COMPILE_INPROCESS=1`` compiles here), so the compiler's memory never becomes the
     recorder's; what an in-process compile touched is dropped from the RSS
     (bcc_loader.release_compiler_pages), and the parsed kernel BTF is let go.
     """
