@@ -48,6 +48,21 @@ def _hypothesis_outside_the_checkout() -> None:
 _hypothesis_outside_the_checkout()
 
 
+def _stop_signals_at_their_defaults() -> None:
+    """The signal tests send SIGINT and SIGQUIT to the recorder and expect the commands it starts to
+    die of them. A shell starts a background job (``cmd &`` without job control, as CI scripts
+    and nohup wrappers do) with both ignored, and every process the tests start would inherit
+    that: then a forwarded SIGINT is ignored by the command, as it would be outside the tests."""
+    import signal
+
+    for sig, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGQUIT, signal.SIG_DFL)):
+        if signal.getsignal(sig) == signal.SIG_IGN:
+            signal.signal(sig, default)
+
+
+_stop_signals_at_their_defaults()
+
+
 @pytest.fixture(autouse=True)
 def _own_cwd(tmp_path_factory, monkeypatch):
     """Run every test in an empty directory of its own, never in the checkout."""
