@@ -19,10 +19,12 @@ def _fds() -> set[int]:
 
 @pytest.fixture(autouse=True)
 def _child_on(monkeypatch):
-    """These tests are about the child compile, the default: not turned off from outside."""
-    from dpuprof.record import compile_child
+    """These tests are about the child compile, the default: not turned off from outside, and
+    not skipped by a probe cache (the suite's, tests/conftest.py)."""
+    from dpuprof.record import compile_child, probe_cache
 
     monkeypatch.delenv(compile_child.INPROCESS_ENV, raising=False)
+    monkeypatch.delenv(probe_cache.ENV, raising=False)
 
 
 def test_default_compiles_in_a_child():
@@ -133,7 +135,7 @@ def test_the_in_process_knob_and_fake_classes_compile_here(monkeypatch):
 def test_relocate_rewrites_only_map_fd_immediates():
     import struct
 
-    from dpuprof.record.compile_child import relocate
+    from dpuprof.record.bytecode import relocate
 
     def insn(code, regs, off, imm):
         return struct.pack("<BBhi", code, regs, off, imm)

@@ -333,8 +333,11 @@ def _render_startup(res: dict, add) -> None:
     add("| launcher | median | max | runs |")
     add("|---|---|---|---|")
     for cond, label in (("bare", "bare `date`"), ("dpuprof", "`dpuprof record -- date`"),
+                        ("dpuprof_cached", "the same, probes from the cache (`DPUPROF_PROBE_CACHE`)"),
                         ("perf", "`perf record -a -g -F 99 -- date`")):
-        v = st[cond]
+        v = st.get(cond)
+        if v is None:  # a run from before the probe cache
+            continue
         add(f"| {label} | {num(v['median_s'], 3, ' s')} | {num(v['max_s'], 3, ' s')} | {len(v['values'])} |")
     p = st.get("parts") or {}
     if p:

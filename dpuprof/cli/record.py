@@ -19,7 +19,7 @@ runs/s; 10.43 % of the flood's own CPU) and 8.67 % under fio 4 KiB random reads.
 with the event rate (context switches, packets, I/Os; net_dev costs most, adding 5.16 % of a core
 under iperf3) and is host-wide; the recorder's share is a fixed cost per host (0.12 % of a 32-core
 training host on DDP). Start-up before COMMAND runs: 3.32 s (bcc compiles the probes, 3.163 s of
-it); recorder peak RSS 85 MB over 10 minutes (the probes compile in a short-lived child process:
+it; DPUPROF_PROBE_CACHE=DIR keeps them compiled for the next start: docs/probe-cache.md); recorder peak RSS 85 MB over 10 minutes (the probes compile in a short-lived child process:
 docs/recorder-memory.md); the recording grows about 0.231 MB a minute. Fewer --probes load fewer programs (per-probe costs in benchmarks/RESULTS.md,
 section 2).
 """

@@ -57,13 +57,20 @@ def start(bpf_cls, wanted: list[str], load_fn, perf_event_funcs: tuple[str, ...]
 
     if bpf_cls is not bcc.BPF or _set(INPROCESS_ENV):
         return Pending(lambda: load_fn(bpf_cls, wanted))
+    from dpuprof.record import probe_cache
+
+    where = probe_cache.directory()
+    key = probe_cache.cache_key(wanted) if where is not None else None
+    hit = probe_cache.replay(where, key) if key is not None else None
+    if hit is not None:
+        return Pending(lambda: _rebuild(*hit))
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     pid = os.fork()
     if pid == 0:  # the child: never returns, never runs the parent's atexit handlers
         ours.close()
         code = 1
         try:
-            _child(bpf_cls, wanted, load_fn, perf_event_funcs, theirs)
+            _child(bpf_cls, wanted, load_fn, perf_event_funcs, theirs, (where, key) if key else None)
             code = 0
         finally:
             os._exit(code)
@@ -99,6 +106,11 @@ def _collect(pid: int, sock, fallback):
         for fd in fds:
             os.close(fd)
         return fallback()
+    return _rebuild(state, fds)
+
+
+def _rebuild(state: dict, fds: list[int]):
+    """(bpf, used, unavailable) from a child's (or a cache replay's) ``state`` and ``fds``."""
     if "user_error" in state:
         raise UserError(state["user_error"])
     bpf = None
@@ -113,7 +125,8 @@ def _collect(pid: int, sock, fallback):
 
 
 # ------------------------------------------------------------------------------------- the child
-def _child(bpf_cls, wanted, load_fn, perf_event_funcs, sock) -> None:
+def _child(bpf_cls, wanted, load_fn, perf_event_funcs, sock, cache=None) -> None:
+    """``cache``: (directory, key) to store the load in (probe_cache.py), after sending it."""
     try:
         bpf, used, unavailable = load_fn(bpf_cls, wanted)
     except UserError as err:
@@ -124,6 +137,13 @@ def _child(bpf_cls, wanted, load_fn, perf_event_funcs, sock) -> None:
     if bpf is not None:
         state.update(_describe(bpf, perf_event_funcs, fds))
     _send(sock, state, fds)
+    if cache is not None and bpf is not None:
+        from dpuprof.record import probe_cache
+
+        try:
+            probe_cache.store(*cache, probe_cache.capture(bpf, state, fds))
+        except Exception:  # noqa: BLE001 -- the cache is only an optimisation
+            pass  # a full disk, a refused query: no entry, the next start compiles
 
 
 def _describe(bpf, perf_event_funcs, fds: list[int]) -> dict:
@@ -330,7 +350,9 @@ def _make_shipped_class():
             if name not in self._code:
                 why = self._load_errors.get(name, "not loaded by the compile child")
                 raise Exception(f"cannot load {name}: {why}")
-            fd = _prog_load(prog_type, func_name, relocate(base64.b64decode(self._code[name]), self._fd_map),
+            from dpuprof.record import bytecode
+
+            fd = bytecode.prog_load(prog_type, func_name, bytecode.relocate(base64.b64decode(self._code[name]), self._fd_map),
                             self._license, self._kern_version)
             self.funcs[func_name] = BPF.Function(self, func_name, fd)
             return self.funcs[func_name]
@@ -343,46 +365,6 @@ def _make_shipped_class():
             self._map_fds = []
 
     return ShippedBPF
-
-
-def relocate(insns: bytes, fd_map: dict[int, int]) -> bytes:
-    """``insns`` (BPF bytecode) with each map fd that bcc wrote into a 64-bit immediate load
-    (BPF_LD | BPF_IMM | BPF_DW with src_reg BPF_PSEUDO_MAP_FD) replaced through ``fd_map``: the
-    child's fd numbers are not this process's. An fd missing from ``fd_map`` is a ValueError."""
-    out = bytearray(insns)
-    i = 0
-    while i + 8 <= len(out):
-        if out[i] == 0x18:  # ld_imm64: two instruction slots
-            if out[i + 1] >> 4 == 1:  # BPF_PSEUDO_MAP_FD
-                (fd,) = struct.unpack_from("<i", out, i + 4)
-                if fd not in fd_map:
-                    raise ValueError(f"bytecode refers to map fd {fd}, which the child did not ship")
-                struct.pack_into("<i", out, i + 4, fd_map[fd])
-            i += 16
-        else:
-            i += 8
-    return bytes(out)
-
-
-def _prog_load(prog_type: int, name: bytes, insns: bytes, license: bytes, kern_version: int) -> int:
-    """libbcc's bcc_prog_load (bcc's Python declares it not): the program's fd; a bare Exception
-    with the verifier's first line when the kernel refuses it (as bcc's load_func)."""
-    import ctypes as ct
-
-    from bcc.libbcc import lib
-
-    fn = lib.bcc_prog_load
-    fn.restype = ct.c_int
-    fn.argtypes = [ct.c_int, ct.c_char_p, ct.c_char_p, ct.c_int, ct.c_char_p, ct.c_uint, ct.c_int,
-                   ct.c_char_p, ct.c_uint]
-    log = ct.create_string_buffer(1 << 16)
-    fd = fn(prog_type, name, insns, len(insns), license, kern_version, 0, log, len(log))
-    if fd < 0:
-        detail = log.value.decode(errors="replace").strip().splitlines()
-        raise Exception(f"Failed to load BPF program {name.decode()}: {os.strerror(ct.get_errno() or 22)}"
-                        + (f" ({detail[-1]})" if detail else ""))
-    os.set_inheritable(fd, False)
-    return fd
 
 
 _SHIPPED: list = []

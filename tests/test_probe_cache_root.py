@@ -1,0 +1,143 @@
+"""Root tests of the probe cache (dpuprof/record/probe_cache.py): a load stored by the compile
+child is replayed without a compiler, works as the compiled one does, and a damaged, foreign or
+stale entry is never used."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import stat
+import time
+
+import pytest
+
+pytestmark = pytest.mark.root
+
+WANTED = ["proc_tree", "cpu_sample", "sched_wait", "softirq", "uprobes"]
+
+
+def _fds() -> set[int]:
+    """This process's open fds (less the one listdir itself had open, gone by now)."""
+    listed = {int(fd) for fd in os.listdir("/proc/self/fd")}
+    return {fd for fd in listed if _is_open(fd)}
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+        return True
+    except OSError:
+        return False
+
+
+@pytest.fixture()
+def cache(tmp_path, monkeypatch):
+    from dpuprof.record import compile_child, probe_cache
+
+    monkeypatch.delenv(compile_child.INPROCESS_ENV, raising=False)
+    where = tmp_path / "probe-cache"
+    monkeypatch.setenv(probe_cache.ENV, str(where))
+    return where
+
+
+def _shape(bpf) -> dict:
+    """What a load made, by name: maps with their type and size, programs, attachments."""
+    return {"maps": sorted((name.decode(), type(t).__name__, t.max_entries) for name, t in bpf._shipped.items()),
+            "funcs": sorted(f.decode() for f in bpf.funcs),
+            "tracepoints": sorted(k.decode() for k in bpf.tracepoint_fds),
+            "raw": sorted(k.decode() for k in bpf.raw_tracepoint_fds)}
+
+
+def _no_fork(monkeypatch):
+    def refuse():
+        raise AssertionError("a cache hit must not fork a compile child")
+
+    monkeypatch.setattr(os, "fork", refuse)
+
+
+def test_a_stored_load_is_replayed_without_a_compile_and_works(cache, monkeypatch):
+    from dpuprof.record import probes
+    from dpuprof.record.bcc_loader import import_bcc
+
+    bcc = import_bcc()
+    before = _fds()
+    t0 = time.monotonic()
+    first, used, unavailable = probes.load(bcc.BPF, WANTED)
+    compiled_s = time.monotonic() - t0
+    try:
+        shape, hooks = _shape(first), probes.hooks(first)
+    finally:
+        first.cleanup()
+    (entry,) = cache.iterdir()
+    assert stat.S_IMODE(entry.stat().st_mode) == 0o600 and stat.S_IMODE(cache.stat().st_mode) == 0o700
+    with monkeypatch.context() as m:
+        _no_fork(m)
+        t0 = time.monotonic()
+        bpf, used2, unavailable2 = probes.load(bcc.BPF, WANTED)
+        replayed_s = time.monotonic() - t0
+    print(f"compiled in {compiled_s:.2f} s, replayed in {replayed_s:.2f} s")
+    try:
+        assert (used2, unavailable2) == (used, unavailable) and sorted(used) == sorted(WANTED)
+        assert _shape(bpf) == shape and probes.hooks(bpf) == hooks
+        assert not any(os.get_inheritable(fd) for fd in _fds() - before)  # the command inherits no probe
+        tree = bpf["tree"]
+        tree[tree.Key(os.getpid())] = tree.Leaf(0)
+        pid = os.fork()  # the replayed fork tracepoint follows this fork
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+        assert tree[tree.Key(pid)].value == os.getpid()
+        threads = bpf["sw_threads"]
+        assert threads[threads.Key(pid)].exit_ts > 0  # sched_wait's switch program saw it exit
+        bpf.attach_perf_event(ev_type=bcc.PerfType.SOFTWARE, ev_config=bcc.PerfSWConfig.CPU_CLOCK,
+                              fn_name="on_sample", sample_freq=99, cpu=-1)
+        end = time.time() + 0.5
+        while time.time() < end:
+            pass  # on-CPU, so the sampler fires
+        assert len(list(bpf["counts"].items())) > 0
+        fn = bpf.load_func("on_ddp_step", bcc.BPF.KPROBE)  # the kprobe-type copy, from the bytecode
+        assert fn.fd >= 0
+    finally:
+        bpf.cleanup()
+    assert _fds() - before == set()
+
+
+def test_a_damaged_or_foreign_entry_is_not_used_and_is_replaced(cache, monkeypatch):
+    from dpuprof.record import probe_cache, probes
+    from dpuprof.record.bcc_loader import import_bcc
+
+    bcc = import_bcc()
+    probes.load(bcc.BPF, ["proc_tree"])[0].cleanup()
+    (entry,) = cache.iterdir()
+    doc = json.loads(entry.read_text())
+    doc["funcs"][-1][2] = base64.b64encode(bytes(8)).decode()  # the maps load, then a program is refused
+    entry.write_text(json.dumps(doc))
+    before = _fds()
+    bpf = probes.load(bcc.BPF, ["proc_tree"])[0]  # compiled again
+    bpf.cleanup()
+    assert _fds() - before == set()  # what the failed replay made is closed
+    hit = probe_cache.replay(cache, entry.stem)  # the compile stored a good entry again
+    assert hit is not None and hit[0]["funcs"]
+    for fd in hit[1]:
+        os.close(fd)
+    os.chmod(entry, 0o666)  # writable by anyone: never loaded into the kernel
+    assert probe_cache.replay(cache, entry.stem) is None
+    os.chmod(entry, 0o600)
+    os.chmod(cache, 0o777)
+    assert probe_cache.replay(cache, entry.stem) is None
+
+
+def test_the_key_follows_what_the_load_depends_on(cache, monkeypatch):
+    from dpuprof.record import probe_cache
+
+    key = probe_cache.cache_key(["proc_tree", "cpu_sample"])
+    assert key == probe_cache.cache_key(["cpu_sample", "proc_tree"])
+    assert key != probe_cache.cache_key(["proc_tree"])
+    monkeypatch.setenv("DPUPROF_MAP_ENTRIES", "counts=1024")
+    assert key != probe_cache.cache_key(["proc_tree", "cpu_sample"])
+    monkeypatch.delenv("DPUPROF_MAP_ENTRIES")
+    monkeypatch.setenv(probe_cache.ENV, "/elsewhere")  # where the cache is does not change what is in it
+    assert key == probe_cache.cache_key(["proc_tree", "cpu_sample"])
+    monkeypatch.setenv(probe_cache.ENV, "relative/path")
+    assert probe_cache.directory() is None
