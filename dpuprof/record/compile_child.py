@@ -18,7 +18,8 @@ a NULL module safely) whose tables are built from the shipped descriptions.
 The compile's memory is the child's, for the ~1-3 s it runs (VmHWM ~120 MB on the development
 VM); the child is gone before the command starts. If the child delivers nothing (it crashed, was
 killed), the parent compiles in-process as before; ``DPUPROF_COMPILE_INPROCESS=1`` forces that
-(to compare the two).
+(to compare the two). With ``DPUPROF_PROBE_CACHE`` set, the child also stores its load, and a
+later start with the same key replays it instead of forking (probe_cache.py).
 """
 
 from __future__ import annotations
@@ -352,8 +353,8 @@ def _make_shipped_class():
                 raise Exception(f"cannot load {name}: {why}")
             from dpuprof.record import bytecode
 
-            fd = bytecode.prog_load(prog_type, func_name, bytecode.relocate(base64.b64decode(self._code[name]), self._fd_map),
-                            self._license, self._kern_version)
+            insns = bytecode.relocate(base64.b64decode(self._code[name]), self._fd_map)
+            fd = bytecode.prog_load(prog_type, func_name, insns, self._license, self._kern_version)
             self.funcs[func_name] = BPF.Function(self, func_name, fd)
             return self.funcs[func_name]
 
