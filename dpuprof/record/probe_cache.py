@@ -158,9 +158,12 @@ def store(where: Path, key: str, entry: dict | None) -> None:
         return
     tmp = where / f".{key}.{os.getpid()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(entry, fh)
-    os.replace(tmp, where / f"{key}.json")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(entry, fh)
+        os.replace(tmp, where / f"{key}.json")
+    finally:
+        tmp.unlink(missing_ok=True)  # gone already once replaced
 
 
 # ------------------------------------------------------------------------------------- replay
@@ -205,14 +208,17 @@ def _load(entry: dict, fds: list[int]) -> dict:
         fd_map[m["child_fd"]] = fds[i]
         maps.append({k: v for k, v in m.items() if k not in ("key_size", "leaf_size")} | {"fd": i})
     lic, kern = entry["license"].encode("latin-1"), entry["kern_version"]
+
+    def insns(code: str) -> bytes:
+        return bytecode.relocate(base64.b64decode(code), fd_map)
+
     funcs, by_name = [], {}
     for name, prog_type, code in entry["funcs"]:
-        fd = bytecode.prog_load(prog_type, name.encode("latin-1"), bytecode.relocate(base64.b64decode(code), fd_map),
-                                lic, kern)
+        fd = bytecode.prog_load(prog_type, name.encode("latin-1"), insns(code), lic, kern)
         by_name[name] = fds[keep(fd, name)]
         funcs.append([name, len(fds) - 1])
-    multi = [[name, keep(bytecode.load_uprobe_multi(bytecode.relocate(base64.b64decode(entry["code"][name]), fd_map),
-                                                    name, lic), name)] for name in entry["multi"]]
+    multi = [[name, keep(bytecode.load_uprobe_multi(insns(entry["code"][name]), name, lic), name)]
+             for name in entry["multi"]]
     tracepoints = []
     for key, tp, fn in entry["tracepoints"]:
         category, _, event = tp.partition(":")

@@ -218,10 +218,10 @@ class ThreadRecorder:
                          bpf_threads: dict[int, BpfThread]) -> dict[int, tuple[int, int]]:
         """``alive`` with each thread's run-queue delay taken from the probe's counter where the
         probe follows the thread: schedstat's run_delay can hold a whole sleep. On Linux 6.18 it
-        did, in 1 of 6 to 1 of 14 recordings of tests/workloads/thread_waits.py: the main
-        thread's run_delay was 48-49 ms (one wait on its helper) above an independent bpftrace
-        count of runnable-to-switch-in time, which agreed with it within 1 ms in the other runs
-        (docs/thread-accounting.md). The probe's runnable time (from sched_waking, a preemption or
+        did, in 1 of 12 recordings of tests/workloads/thread_waits.py on an idle machine: the
+        main thread's run_delay was 47.5-49 ms (one wait on its helper) above an independent
+        bpftrace count of runnable-to-switch-in time, which agreed with it within 1 ms in the
+        other runs (docs/thread-accounting.md). The probe's runnable time (from sched_waking, a preemption or
         sched_wakeup_new to the switch-in) is by construction disjoint from its waits. Which
         counter a thread gets is fixed at first sight, so its deltas never mix the two."""
         out = {}
