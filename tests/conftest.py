@@ -31,18 +31,23 @@ PYTHON = os.path.realpath(sys.executable)
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
 
 
+def _session_dir(prefix: str) -> str:
+    """A new temporary directory, removed when the session ends."""
+    import atexit
+    import tempfile
+
+    home = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
+    return home
+
+
 def _hypothesis_outside_the_checkout() -> None:
     """Hypothesis keeps its caches in ./.hypothesis (the checkout, where pytest starts): a
     temporary directory instead, removed when the session ends, so the suite writes nothing
     inside the repository (pytest's own cache is off: addopts -p no:cacheprovider)."""
-    import atexit
-    import tempfile
-
     from hypothesis.configuration import set_hypothesis_home_dir
 
-    home = tempfile.mkdtemp(prefix="dpuprof-hypothesis-")
-    set_hypothesis_home_dir(home)
-    atexit.register(shutil.rmtree, home, ignore_errors=True)
+    set_hypothesis_home_dir(_session_dir("dpuprof-hypothesis-"))
 
 
 _hypothesis_outside_the_checkout()
@@ -52,12 +57,7 @@ def _one_probe_cache_for_the_session() -> None:
     """The suite's ~100 recorder starts share a probe cache (docs/probe-cache.md) in a temporary
     directory, removed when the session ends: each probe set compiles once, then loads from it.
     tests/test_compile_child_root.py turns it off to test the compile itself."""
-    import atexit
-    import tempfile
-
-    home = tempfile.mkdtemp(prefix="dpuprof-probe-cache-")
-    atexit.register(shutil.rmtree, home, ignore_errors=True)
-    os.environ.setdefault("DPUPROF_PROBE_CACHE", os.path.join(home, "probes"))
+    os.environ.setdefault("DPUPROF_PROBE_CACHE", os.path.join(_session_dir("dpuprof-probe-cache-"), "probes"))
 
 
 _one_probe_cache_for_the_session()
@@ -160,6 +160,35 @@ def dpuprof(*args, check=False, timeout=300, **kw) -> subprocess.CompletedProces
     if check and proc.returncode != 0:
         raise AssertionError(f"dpuprof {args} exited {proc.returncode}: {proc.stderr}")
     return proc
+
+
+def open_fds() -> set[int]:
+    """This process's open fds (less the one listdir itself had open, gone by now)."""
+    listed = {int(fd) for fd in os.listdir("/proc/self/fd")}
+    return {fd for fd in listed if _is_open(fd)}
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+        return True
+    except OSError:
+        return False
+
+
+def assert_load_fails_in_one_line(path, sql: str, needle: str) -> None:
+    """Run ``sql`` on recording ``path`` (damaging it); loading it must then raise one UserError
+    line that matches ``needle``."""
+    import sqlite3
+
+    from dpuprof.errors import UserError
+    from dpuprof.recording import load
+
+    with sqlite3.connect(path) as db:
+        db.execute(sql)
+    with pytest.raises(UserError, match=needle) as err:
+        load(path)
+    assert "\n" not in str(err.value)
 
 
 def last_json_line(text: str) -> dict:

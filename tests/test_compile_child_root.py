@@ -8,13 +8,10 @@ import time
 
 import pytest
 
+from conftest import open_fds
 from dpuprof.errors import UserError
 
 pytestmark = pytest.mark.root
-
-
-def _fds() -> set[int]:
-    return {int(fd) for fd in os.listdir("/proc/self/fd")}
 
 
 @pytest.fixture(autouse=True)
@@ -57,14 +54,14 @@ def test_probes_compiled_in_a_child_work_here_and_close_cleanly():
     from dpuprof.record.bcc_loader import import_bcc
 
     bcc = import_bcc()
-    before = _fds()
+    before = open_fds()
     bpf, used, unavailable = probes.load(bcc.BPF, ["proc_tree", "cpu_sample", "uprobes"])
     try:
         assert type(bpf).__name__ == "ShippedBPF" and bpf.module is None
         assert used == ["proc_tree", "cpu_sample", "uprobes"] and unavailable == {}
         # The compile ran elsewhere: this process holds (almost) none of libclang's pages.
         assert _rss_file_kb("libclang-cpp") < 8 * 1024
-        new = _fds() - before
+        new = open_fds() - before
         assert new and not any(os.get_inheritable(fd) for fd in new)  # the command inherits no probe
         bpf.attach_perf_event(ev_type=bcc.PerfType.SOFTWARE, ev_config=bcc.PerfSWConfig.CPU_CLOCK,
                               fn_name="on_sample", sample_freq=99, cpu=-1)
@@ -88,7 +85,7 @@ def test_probes_compiled_in_a_child_work_here_and_close_cleanly():
             bpf.load_func("no_such_function", bcc.BPF.KPROBE)
     finally:
         bpf.cleanup()
-    assert _fds() - before == set()  # every map, program and attachment closed
+    assert open_fds() - before == set()  # every map, program and attachment closed
 
 
 def test_a_child_that_delivers_nothing_falls_back_to_this_process():

@@ -12,23 +12,11 @@ import time
 
 import pytest
 
+from conftest import open_fds
+
 pytestmark = pytest.mark.root
 
 WANTED = ["proc_tree", "cpu_sample", "sched_wait", "softirq", "uprobes"]
-
-
-def _fds() -> set[int]:
-    """This process's open fds (less the one listdir itself had open, gone by now)."""
-    listed = {int(fd) for fd in os.listdir("/proc/self/fd")}
-    return {fd for fd in listed if _is_open(fd)}
-
-
-def _is_open(fd: int) -> bool:
-    try:
-        os.fstat(fd)
-        return True
-    except OSError:
-        return False
 
 
 @pytest.fixture()
@@ -61,7 +49,7 @@ def test_a_stored_load_is_replayed_without_a_compile_and_works(cache, monkeypatc
     from dpuprof.record.bcc_loader import import_bcc
 
     bcc = import_bcc()
-    before = _fds()
+    before = open_fds()
     t0 = time.monotonic()
     first, used, unavailable = probes.load(bcc.BPF, WANTED)
     compiled_s = time.monotonic() - t0
@@ -80,7 +68,7 @@ def test_a_stored_load_is_replayed_without_a_compile_and_works(cache, monkeypatc
     try:
         assert (used2, unavailable2) == (used, unavailable) and sorted(used) == sorted(WANTED)
         assert _shape(bpf) == shape and probes.hooks(bpf) == hooks
-        assert not any(os.get_inheritable(fd) for fd in _fds() - before)  # the command inherits no probe
+        assert not any(os.get_inheritable(fd) for fd in open_fds() - before)  # the command inherits no probe
         tree = bpf["tree"]
         tree[tree.Key(os.getpid())] = tree.Leaf(0)
         pid = os.fork()  # the replayed fork tracepoint follows this fork
@@ -100,7 +88,7 @@ def test_a_stored_load_is_replayed_without_a_compile_and_works(cache, monkeypatc
         assert fn.fd >= 0
     finally:
         bpf.cleanup()
-    assert _fds() - before == set()
+    assert open_fds() - before == set()
 
 
 def test_a_damaged_or_foreign_entry_is_not_used_and_is_replaced(cache, monkeypatch):
@@ -113,10 +101,10 @@ def test_a_damaged_or_foreign_entry_is_not_used_and_is_replaced(cache, monkeypat
     doc = json.loads(entry.read_text())
     doc["funcs"][-1][2] = base64.b64encode(bytes(8)).decode()  # the maps load, then a program is refused
     entry.write_text(json.dumps(doc))
-    before = _fds()
+    before = open_fds()
     bpf = probes.load(bcc.BPF, ["proc_tree"])[0]  # compiled again
     bpf.cleanup()
-    assert _fds() - before == set()  # what the failed replay made is closed
+    assert open_fds() - before == set()  # what the failed replay made is closed
     hit = probe_cache.replay(cache, entry.stem)  # the compile stored a good entry again
     assert hit is not None and hit[0]["funcs"]
     for fd in hit[1]:

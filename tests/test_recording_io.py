@@ -11,6 +11,7 @@ import pytest
 from dpuprof.errors import UserError
 from dpuprof.recording import SCHEMA_VERSION, load
 from dpuprof.recording.writer import RecordingWriter
+from conftest import assert_load_fails_in_one_line
 from factory import make_recording
 
 
@@ -235,11 +236,7 @@ def test_v3_damaged_blobs_and_ids_are_one_line_errors(tmp_path):
                         ("UPDATE cpu_counts SET counts = 'x' WHERE interval = 1", "wrong value types"),
                         ("UPDATE stack_counts SET counts = x'0102ff' WHERE pid = 42", "stack_counts")]:
         path = _write_v3(tmp_path / "d.rec")
-        with sqlite3.connect(path) as db:
-            db.execute(sql)
-        with pytest.raises(UserError, match=needle) as err:
-            load(path)
-        assert "\n" not in str(err.value)
+        assert_load_fails_in_one_line(path, sql, needle)
         path.unlink()
 
 

@@ -10,8 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
-from conftest import REPO
-from dpuprof.errors import UserError
+from conftest import REPO, assert_load_fails_in_one_line
 from dpuprof.recording import SCHEMA_VERSION, load
 from dpuprof.recording import threadpack
 from dpuprof.recording.packing import MAX_ID, pack_tuples, unpack_tuples, unzigzag, zigzag
@@ -160,9 +159,4 @@ def test_a_real_recording_rewritten_as_v4_reads_the_same_in_python_and_sql(fixtu
     ("UPDATE thread_category_packed SET rows = 'x' WHERE interval = 1", "wrong value types"),
 ])
 def test_v4_damaged_blobs_are_one_line_errors(tmp_path, sql, needle):
-    path = _write_v4(tmp_path / "d.rec")
-    with sqlite3.connect(path) as db:
-        db.execute(sql)
-    with pytest.raises(UserError, match=needle) as err:
-        load(path)
-    assert "\n" not in str(err.value)
+    assert_load_fails_in_one_line(_write_v4(tmp_path / "d.rec"), sql, needle)

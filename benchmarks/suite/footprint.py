@@ -112,6 +112,11 @@ def long_losses(rec: Path, programs: dict) -> dict:
     return out
 
 
+def _without_probe_cache() -> dict[str, str]:
+    """This environment less DPUPROF_PROBE_CACHE: the default start-up compiles."""
+    return {k: v for k, v in os.environ.items() if k != "DPUPROF_PROBE_CACHE"}
+
+
 def bench_startup(cfg: Config, scratch: Path) -> dict:
     """Time from launching `dpuprof record -- date +%s.%N` to the moment `date` runs (it prints the
     time at its exec), against the same for a bare `date` and for `perf record -a -g`."""
@@ -122,7 +127,7 @@ def bench_startup(cfg: Config, scratch: Path) -> dict:
              "perf": [*PERF_RECORD, "-q", "-o", str(work / "perf.data"), "--", *child]}
     # The default compiles at every start; the probe cache (docs/probe-cache.md), filled by one
     # start before the timed ones, skips that.
-    plain = {k: v for k, v in os.environ.items() if k != "DPUPROF_PROBE_CACHE"}
+    plain = _without_probe_cache()
     envs = {c: plain for c in conds} | {"dpuprof_cached": plain | {"DPUPROF_PROBE_CACHE": str(work / "cache")}}
     run_cmd(conds["dpuprof_cached"], timeout=120, env=envs["dpuprof_cached"])
     times = {c: [] for c in conds}
@@ -159,9 +164,8 @@ def startup_parts(reps: int) -> dict:
     """Where the start-up goes: the interpreter's start, importing bcc, compiling and loading the
     probes (bcc runs clang; never from a probe cache), medians of ``reps`` runs."""
     parts = {"python_start_s": [], "import_bcc_s": [], "compile_load_s": []}
-    plain = {k: v for k, v in os.environ.items() if k != "DPUPROF_PROBE_CACHE"}
     for _ in range(reps):
-        res, _ = run_cmd([PYTHON, "-c", _PARTS, repr(time.time())], timeout=120, env=plain)
+        res, _ = run_cmd([PYTHON, "-c", _PARTS, repr(time.time())], timeout=120, env=_without_probe_cache())
         if res.returncode != 0:
             return {}
         for key, val in zip(parts, res.stdout.split()):

@@ -16,6 +16,19 @@ _BPF_PROG_TYPE_KPROBE = 2
 _SYS_BPF = {"x86_64": 321, "aarch64": 280}  # the bpf(2) syscall number
 
 
+def of_function(mod, name: bytes) -> str | None:
+    """Function ``name``'s bytecode in bcc module ``mod``, base64 (as the child and the cache
+    carry it in JSON); None when the module has no such function."""
+    import base64
+
+    from bcc.libbcc import lib
+
+    start = lib.bpf_function_start(mod, name)
+    if not start:
+        return None
+    return base64.b64encode(ct.string_at(start, lib.bpf_function_size(mod, name))).decode()
+
+
 def relocate(insns: bytes, fd_map: dict[int, int]) -> bytes:
     """``insns`` (BPF bytecode) with each map fd that bcc wrote into a 64-bit immediate load
     (BPF_LD | BPF_IMM | BPF_DW with src_reg BPF_PSEUDO_MAP_FD) replaced through ``fd_map``: the

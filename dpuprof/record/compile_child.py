@@ -188,12 +188,10 @@ def _preload(bpf, perf_event_funcs) -> tuple[dict[str, str], str | None, dict[st
     ({function: why it failed to load}, why uprobe-multi programs are refused, {uprobe function:
     its bytecode, base64}): bcc's own kprobe-type copy of a uprobe function is needed only where
     a link is refused, and is then loaded by the parent from that bytecode (``load_func``)."""
-    import ctypes as ct
-
     from bcc import BPF
     from bcc.libbcc import lib
 
-    from dpuprof.record import uprobe_link
+    from dpuprof.record import bytecode, uprobe_link
 
     errors: dict[str, str] = {}
     multi_refused = None
@@ -209,8 +207,7 @@ def _preload(bpf, perf_event_funcs) -> tuple[dict[str, str], str | None, dict[st
             except Exception as err:  # bcc raises a bare Exception
                 errors[name.decode("latin-1")] = (str(err) or repr(err)).splitlines()[0][:300]
             continue
-        code[name.decode("latin-1")] = base64.b64encode(
-            ct.string_at(lib.bpf_function_start(mod, name), lib.bpf_function_size(mod, name))).decode()
+        code[name.decode("latin-1")] = bytecode.of_function(mod, name)
         if multi_refused is None:
             try:
                 uprobe_link.programs(bpf)[name] = uprobe_link._load_multi(bpf, name)

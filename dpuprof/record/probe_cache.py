@@ -82,6 +82,8 @@ def capture(bpf, state: dict, fds: list[int]) -> dict | None:
     perf-event or other attachment bcc made), or when a tracepoint's program cannot be named."""
     from bcc.libbcc import lib
 
+    from dpuprof.record import bytecode
+
     if any(getattr(bpf, attr, None) for attr in ("kprobe_fds", "uprobe_fds", "kfunc_entry_fds", "kfunc_exit_fds",
                                                   "lsm_fds", "open_perf_events")):
         return None
@@ -92,12 +94,11 @@ def capture(bpf, state: dict, fds: list[int]) -> dict | None:
              "leaf_size": lib.bpf_table_leaf_size_id(mod, m["id"])} for m in state["maps"]]
     funcs, prog_ids = [], {}
     for name, i in state["funcs"]:
-        start = lib.bpf_function_start(mod, name.encode("latin-1"))
-        if not start:
+        code = bytecode.of_function(mod, name.encode("latin-1"))
+        if code is None:
             return None
         prog_type, prog_ids[name] = _prog_info(fds[i])
-        code = ct.string_at(start, lib.bpf_function_size(mod, name.encode("latin-1")))
-        funcs.append([name, prog_type, base64.b64encode(code).decode()])
+        funcs.append([name, prog_type, code])
     tracepoints = []
     for key, i in state["tracepoint_fds"]:
         tp, _, fn = key.partition("/")
