@@ -53,16 +53,6 @@ def _hypothesis_outside_the_checkout() -> None:
 _hypothesis_outside_the_checkout()
 
 
-def _one_probe_cache_for_the_session() -> None:
-    """The suite's ~100 recorder starts share a probe cache (docs/probe-cache.md) in a temporary
-    directory, removed when the session ends: each probe set compiles once, then loads from it.
-    tests/test_compile_child_root.py turns it off to test the compile itself."""
-    os.environ.setdefault("DPUPROF_PROBE_CACHE", os.path.join(_session_dir("dpuprof-probe-cache-"), "probes"))
-
-
-_one_probe_cache_for_the_session()
-
-
 def _stop_signals_at_their_defaults() -> None:
     """The signal tests send SIGINT and SIGQUIT to the recorder and expect the commands it starts to
     die of them. A shell starts a background job (``cmd &`` without job control, as CI scripts

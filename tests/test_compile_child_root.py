@@ -17,7 +17,7 @@ pytestmark = pytest.mark.root
 @pytest.fixture(autouse=True)
 def _child_on(monkeypatch):
     """These tests are about the child compile, the default: not turned off from outside, and
-    not skipped by a probe cache (the suite's, tests/conftest.py)."""
+    not skipped by a probe cache that DPUPROF_PROBE_CACHE may name."""
     from dpuprof.record import compile_child, probe_cache
 
     monkeypatch.delenv(compile_child.INPROCESS_ENV, raising=False)
