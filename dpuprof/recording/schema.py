@@ -177,8 +177,9 @@ CREATE TABLE IF NOT EXISTS threads (
 -- A thread's last partial interval (it exited, /proc no longer shows it) and the life of a thread
 -- shorter than an interval come from the sched_wait probe's counters; without that probe they
 -- are missing and counted in lost as "thread_exit_unaccounted" (dpuprof/record/threads.py).
--- off_cpu_ns also holds each wake-up's latency (from sched_waking until the wakee is queued on
--- its CPU, e.g. an IPI to an idle vCPU), which neither runq_ns nor thread_wait counts.
+-- off_cpu_ns also holds steal (schedstat's on-CPU time leaves out what the hypervisor took while
+-- the thread held the vCPU) and, where runq_ns is schedstat's, each wake-up's latency (from
+-- sched_waking until the wakee is queued, e.g. an IPI to an idle vCPU): docs/thread-accounting.md.
 -- v2/v3 stored the table thread_time (interval, tid, on_cpu_ns, runq_ns, off_cpu_ns), all INTEGER;
 -- v4 stores thread_time_packed (below) and thread_time is a view of it with those columns.
 -- v2: blocked time of workload threads by why and by who woke them (sched_switch prev_state and
