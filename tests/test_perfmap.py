@@ -110,3 +110,28 @@ def test_drain_orders_python_frames_outermost_first_and_drops_unnamed():
     drainer = SampleDrainer(defaultdict(lambda: None), _StubSym(), classifier=None)
     scanned = [0x1011, 0x2000, 0x1006, 0, 0, 0, 0, 0]  # innermost first, as the probe stores them
     assert drainer._python(7, scanned) == ["py::outer:/a.py (perf-map)", "py::inner:/a.py (perf-map)"]
+
+
+def test_remove_maps_takes_only_exited_processes_maps_written_during_the_recording(tmp_path):
+    import os
+    import subprocess
+    import time
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    dead = int(gone.stdout)  # exited and reaped: no /proc entry (unless the pid is reused at once)
+    live = os.getpid()
+    since = time.time() - 1.0  # file times come from the kernel's coarse clock: up to a tick behind
+    for pid in (dead, live):
+        (tmp_path / f"perf-{pid}.map").write_text("1000 b py::f:/a.py\n")
+    older = dead + 1 if not os.path.exists(f"/proc/{dead + 1}") else dead + 2
+    (tmp_path / f"perf-{older}.map").write_text("1000 b py::f:/a.py\n")
+    os.utime(tmp_path / f"perf-{older}.map", (since - 60, since - 60))  # from before the recording
+    target = tmp_path / "someone-elses-file"
+    target.write_text("keep")
+    link = older + 1 if not os.path.exists(f"/proc/{older + 1}") else older + 2
+    (tmp_path / f"perf-{link}.map").symlink_to(target)
+    assert perfmap.remove_maps({dead, live, older, link, 999999999}, since, str(tmp_path)) == [dead]
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == sorted([f"perf-{live}.map", f"perf-{older}.map", f"perf-{link}.map", "someone-elses-file"])
+    assert target.read_text() == "keep"

@@ -33,10 +33,10 @@ def _python(version: str) -> str:
     return exe
 
 
-def _record(tmp_path, version: str, *flags, seconds=2.5, syscall_seconds=0):
+def _record(tmp_path, version: str, *flags, seconds=2.5, syscall_seconds=0, env=None):
     out = tmp_path / f"py{version}.rec"
     proc = dpuprof("record", "-q", *flags, "-o", out, "--", _python(version), SCRIPT, seconds,
-                   *([syscall_seconds] if syscall_seconds else []), timeout=240)
+                   *([syscall_seconds] if syscall_seconds else []), timeout=240, env=env)
     assert proc.returncode == 0, proc.stderr
     own = last_json_line(proc.stdout)
     db = sqlite3.connect(out)
@@ -61,6 +61,19 @@ def test_hot_python_function_appears_by_name(tmp_path, version):
     # Callers in order, outermost first, under the comm and above the native frames.
     chain = f"{MODULE};{OUTER};{HOT}"
     assert any(f";{chain}" in stack for stack, _ in folded), folded[:5]
+    # The interpreter's perf map, read while recording, is gone with the recording: dpuprof set
+    # PYTHONPERFSUPPORT, so the file is its doing.
+    assert not os.path.exists(f"/tmp/perf-{meta['root_pid']}.map")
+
+
+def test_a_perf_map_the_user_asked_for_stays(tmp_path):
+    meta, _own, _folded = _record(tmp_path, "3.12.1", seconds=0.5, env=dict(os.environ, PYTHONPERFSUPPORT="1"))
+    kept = f"/tmp/perf-{meta['root_pid']}.map"
+    try:
+        assert os.path.getsize(kept) > 0  # PYTHONPERFSUPPORT was set already: the map is the user's
+    finally:
+        if os.path.exists(kept):
+            os.unlink(kept)  # the test's own leftover
 
 
 def test_kernel_time_is_charged_to_the_calling_python_function(tmp_path):

@@ -98,7 +98,8 @@ Examples:
                    "trap (6-8 us): for jobs that make at most thousands a second.")
 @click.option("--no-python-frames", "no_python_frames", is_flag=True,
               help="Do not set PYTHONPERFSUPPORT=1 for COMMAND (CPython >= 3.12's perf trampoline, which "
-                   "gives .py frames; the interpreter then writes /tmp/perf-PID.map, left in place).")
+                   "gives .py frames; the interpreter then writes /tmp/perf-PID.map, which dpuprof removes once "
+                   "that process has exited and the recording has ended, unless PYTHONPERFSUPPORT was already set).")
 @click.argument("command", nargs=-1, required=False, type=click.UNPROCESSED)
 def record(output, pids, system_wide, cgroup, duration_s, freq_hz, interval_s, probes, rules, job_id, quiet, as_root,
            term_after_s, kill_after_s, codec_uprobes, no_python_frames, command):

@@ -5,8 +5,10 @@ CPython >= 3.12 started with ``PYTHONPERFSUPPORT=1`` (or ``-X perf``) runs every
 call through a small trampoline of its own, and appends one line per trampoline to
 ``/tmp/perf-PID.map`` when the function is first called: ``START SIZE NAME`` (hex start and size;
 the name ``py::qualname:/path/file.py``), the format perf documents in
-tools/perf/Documentation/jit-interface.txt. The file is the interpreter's: it is only read here,
-never removed. See docs/python-frames.md for how the trampoline addresses get into samples.
+tools/perf/Documentation/jit-interface.txt. The recorder reads it at every drain; once the
+recording ends nothing needs it, so the maps that exist only because dpuprof set
+``PYTHONPERFSUPPORT`` are removed then (``remove_maps``). See docs/python-frames.md for how the
+trampoline addresses get into samples.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import bisect
 import os
 import re
 import shutil
+import stat
 import subprocess
 
 from dpuprof.recording.folded import escape
@@ -124,6 +127,30 @@ def read_code(pid: int, addr: int, size: int) -> bytes:
             return fh.read(size)
     except (OSError, ValueError, OverflowError):
         return b""
+
+
+def remove_maps(pids, since: float, directory: str = "/tmp") -> list[int]:
+    """Remove ``DIRECTORY/perf-PID.map`` of each of ``pids`` that has exited, where the file is a
+    regular file last written at or after ``since`` (unix s): the maps the interpreter wrote
+    during the recording because the recorder set PYTHONPERFSUPPORT for the command. A live
+    process's map (it is still being written) and an older file stay. Returns the pids whose map
+    was removed, sorted. (File times come from the kernel's coarse clock, up to a tick behind
+    ``time.time()``; an interpreter writes its first line tens of ms after it starts.)"""
+    removed = []
+    for pid in sorted(pids):
+        path = os.path.join(directory, f"perf-{pid}.map")
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode) or st.st_mtime < since or os.path.exists(f"/proc/{pid}"):
+            continue
+        try:
+            os.unlink(path)
+        except OSError:  # removed meanwhile, or a directory we may not write
+            continue
+        removed.append(pid)
+    return removed
 
 
 # ---------------------------------------------------------------- which interpreter the command runs

@@ -20,6 +20,7 @@ from typing import Callable
 
 from dpuprof.errors import UserError
 from dpuprof.record import child as childmod
+from dpuprof.record import perfmap
 from dpuprof.record.metadata import host_metadata
 from dpuprof.record.procfs import namespaces
 from dpuprof.record.sources import make_source
@@ -134,7 +135,7 @@ class Recorder:
     def _record(self, writer) -> RunResult:
         """Start the command and write one interval per ``interval_s`` until it ends."""
         opts = self.opts
-        start = time.time()
+        start = self.started_at = time.time()
         try:
             child = self.child = self.work.start(self.user, opts.term_after_s, opts.kill_after_s,
                                                  env_extra=self.source.env_extra())
@@ -182,6 +183,7 @@ class Recorder:
                 self.on_error(f"cannot finish {self.opts.output} ({err})")
                 recording_ok = False
         self.source.close()
+        self._remove_perf_maps()
         return RunResult(self.opts.output, command_rc=child.returncode, stop_reason=reason,
                          seconds=t_end - start, samples=self.total_samples, write_ok=recording_ok,
                          still_running=child.poll() is None and not isinstance(child, Watched))
@@ -191,7 +193,16 @@ class Recorder:
         return its exit status."""
         while self.child.poll() is None:
             self._wait(self.child, time.time() + 1.0)
+        self._remove_perf_maps()
         return self.child.returncode
+
+    def _remove_perf_maps(self) -> None:
+        """Remove the /tmp/perf-PID.map files that the command's exited Python processes wrote
+        only because the recorder set PYTHONPERFSUPPORT for them: nothing reads them once the
+        recording ends. Maps the user asked for (the variable was already set) stay."""
+        ours = set(self.source.env_extra() or {}) & set(perfmap.ENV)
+        if self.work.target.command and ours and not ours & set(os.environ):
+            perfmap.remove_maps(self.work.seen, self.started_at)
 
     def _guard_write(self, write) -> bool:
         """Run ``write``; on a write error (disk full, I/O error) report one line, detach the probes
