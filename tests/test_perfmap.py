@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+import time
 
 from dpuprof.record import perfmap
 from dpuprof.record.perfmap import PerfMap, frame_name, parse_line, python_frames_status, return_offset
@@ -113,10 +116,6 @@ def test_drain_orders_python_frames_outermost_first_and_drops_unnamed():
 
 
 def test_remove_maps_takes_only_exited_processes_maps_written_during_the_recording(tmp_path):
-    import os
-    import subprocess
-    import time
-
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True, check=True)
     dead = int(gone.stdout)  # exited and reaped: no /proc entry (unless the pid is reused at once)

@@ -221,9 +221,10 @@ class ThreadRecorder:
         did, in 1 of 12 recordings of tests/workloads/thread_waits.py on an idle machine: the
         main thread's run_delay was 47.5-49 ms (one wait on its helper) above an independent
         bpftrace count of runnable-to-switch-in time, which agreed with it within 1 ms in the
-        other runs (docs/thread-accounting.md). The probe's runnable time (from sched_waking, a preemption or
-        sched_wakeup_new to the switch-in) is by construction disjoint from its waits. Which
-        counter a thread gets is fixed at first sight, so its deltas never mix the two."""
+        other runs (docs/thread-accounting.md). The probe's runnable time (from sched_waking, a
+        preemption or sched_wakeup_new to the switch-in) is by construction disjoint from its
+        waits. Which counter a thread gets is fixed at first sight, so its deltas never mix the
+        two."""
         out = {}
         for tid, (on, runq) in alive.items():
             b = bpf_threads.get(tid)
