@@ -5,7 +5,7 @@ chain, leaf first, one ``ADDR SYMBOL (DSO)`` line per frame. Each sample is turn
 frame lists dpuprof's classifier takes (root first): kernel frames as plain symbol names (an address
 in kernel space), user frames as ``"symbol (module)"`` with the module labelled the way the recorder
 labels it (relative to site-packages when inside one, else the base name). Then
-``dpuprof.record.classify.Classifier`` decides, with the same rules file as the recorder.
+``dpuprof.record.stacks.classify.Classifier`` decides, with the same rules file as the recorder.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import subprocess
 from collections import defaultdict
 
 from dpuprof.categories import top_level
-from dpuprof.record.classify import Classifier
-from dpuprof.record.symbols import UNKNOWN, clean, module_label
+from dpuprof.record.stacks.classify import Classifier
+from dpuprof.record.stacks.symbols import UNKNOWN, clean, module_label
 
 KERNEL_SPACE = 0xFFFF800000000000
 # "    python3  6919/6919   2096.345397:   10101010 cpu-clock:ppp: " (fields vary a little)

@@ -6,7 +6,7 @@ the share of CPU samples whose kernel or user stack was lost, by kind (the `lost
     sudo python3 benchmarks/stack_loss.py --minutes 10     # the full proof
     python3 benchmarks/stack_loss.py --from fixtures/long/recording.rec --markdown
 
-Before the fix in dpuprof/record/drain.py (bcc 0.26's StackTrace.clear() is a no-op, so the stack
+Before the fix in dpuprof/record/drain/maps.py (bcc 0.26's StackTrace.clear() is a no-op, so the stack
 maps filled up), user stack loss grew from ~9 % in minute 0 to ~35 % in minute 7 of a 10-minute
 run; with the maps emptied every interval it should stay well under 1 % in every window.
 

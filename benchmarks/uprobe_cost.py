@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from dpuprof.record.bcc_loader import import_bcc  # noqa: E402
-from dpuprof.record.probes import probe_dir  # noqa: E402
+from dpuprof.record.load.bcc_loader import import_bcc  # noqa: E402
+from dpuprof.record.load.probes import probe_dir  # noqa: E402
 
 
 def libz_path() -> str:

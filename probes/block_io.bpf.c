@@ -9,9 +9,9 @@
 //           blk_lost    ARRAY [0] = IOs whose start was not recorded (map full)
 //           op: 0 read, 1 write, 2 other (flush, discard, write-zeroes, zone and driver ops).
 // Hooks:    raw tracepoints block_rq_issue (args: struct request *rq) and block_rq_complete (rq,
-//           blk_status_t error, unsigned int nr_bytes) when dpuprof/record/probes.py defines
+//           blk_status_t error, unsigned int nr_bytes) when dpuprof/record/load/probes.py defines
 //           BLOCK_IO_RAW_TP together with the running kernel's offsets and constants, read from
-//           BTF (dpuprof/record/btf.py; never from installed headers): BLK_RQ_Q_OFF (request.q),
+//           BTF (dpuprof/record/load/btf.py; never from installed headers): BLK_RQ_Q_OFF (request.q),
 //           BLK_RQ_FLAGS_OFF (request.cmd_flags), BLK_Q_DISK_OFF (request_queue.disk),
 //           BLK_DISK_MAJOR_OFF (gendisk.major), BLK_DISK_MINOR_OFF (gendisk.first_minor), and
 //           the enumerators BLK_OP_BITS (__REQ_FAILFAST_DEV, the first flag bit after the op:

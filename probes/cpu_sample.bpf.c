@@ -20,7 +20,7 @@
 //                             every hash-bucket collision: no BPF_F_REUSE_STACKID, which would
 //                             silently overwrite stacks that counted keys still refer to).
 //           sample_lost       ARRAY, why a sample or one of its stacks was not recorded
-//                             (dpuprof/record/drain.py LostDrainer names them):
+//                             (dpuprof/record/drain/maps.py LostDrainer names them):
 //                                   [0] samples dropped (counts map full)
 //                                   [1] kernel stack: bucket collision in the stack map (-EEXIST)
 //                                   [2] user stack: bucket collision in the stack map (-EEXIST)

@@ -5,9 +5,9 @@
 //           tcp_retrans ARRAY [0] = cumulative TCP retransmits
 //           net_lost    ARRAY [0] = packets not counted (net_stats full)
 // Hooks:    net:net_dev_xmit (rc == 0 only), net:netif_receive_skb, tcp:tcp_retransmit_skb.
-//           The two per-packet hooks are raw tracepoints when dpuprof/record/probes.py defines
+//           The two per-packet hooks are raw tracepoints when dpuprof/record/load/probes.py defines
 //           NET_DEV_RAW_TP together with the running kernel's struct offsets, read from BTF
-//           (dpuprof/record/btf.py; never from installed headers, whose layouts may be another
+//           (dpuprof/record/load/btf.py; never from installed headers, whose layouts may be another
 //           kernel's): NET_SKB_LEN_OFF (sk_buff.len), NET_SKB_DEV_OFF (sk_buff.dev),
 //           NET_DEV_NAME_OFF (net_device.name). Raw args: net_dev_xmit (skb, rc, dev, skb_len),
 //           netif_receive_skb (skb). Raw tracepoint programs are not skipped while another BPF

@@ -31,7 +31,7 @@
 //           Wake-ups from other interrupt work (IPIs, irq_work) keep the interrupted task.
 // Hooks:    irq:irq_handler_entry/exit, timer:hrtimer_expire_entry/exit, irq:softirq_entry/exit
 //           (functions sw_irq_enter/sw_irq_exit, attached by name: softirq.bpf.c owns the
-//           softirq probes; raw tracepoints where the kernel has them -- dpuprof/record/probes.py
+//           softirq probes; raw tracepoints where the kernel has them -- dpuprof/record/load/probes.py
 //           defines SCHED_WAIT_RAW_IRQ then; they read no argument, so the one function serves
 //           both kinds --, since classic tracepoint programs are skipped while another BPF program
 //           runs on the CPU, and 35,102 of each edge were in a 10-minute DDP run); tracepoint sched:sched_switch (function sw_switch: attached by name, since cpu_sample

@@ -8,7 +8,7 @@
 //           sirq_count  PERCPU_ARRAY [vec] = cumulative entries
 //           User space reads the cumulative per-CPU values and stores deltas per interval.
 // Hooks:    raw tracepoints irq:softirq_entry, irq:softirq_exit (args: unsigned int vec_nr), when
-//           dpuprof/record/probes.py defines SOFTIRQ_RAW_TP; else the classic tracepoints. Why raw:
+//           dpuprof/record/load/probes.py defines SOFTIRQ_RAW_TP; else the classic tracepoints. Why raw:
 //           a softirq often runs on the exit of an interrupt that arrived while another BPF
 //           program (a tracepoint or the sampler) was running on that CPU; classic tracepoint
 //           programs are then skipped (bpf_prog_active, counted as recursion misses), raw

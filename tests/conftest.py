@@ -112,7 +112,7 @@ def fixture_copy(tmp_path_factory):
 def _root_and_bcc() -> str | None:
     if os.geteuid() != 0:
         return "needs root"
-    from dpuprof.record.bcc_loader import bcc_available
+    from dpuprof.record.load.bcc_loader import bcc_available
 
     ok, why = bcc_available()
     return None if ok else why

@@ -1,4 +1,4 @@
-"""The exact-CPU policy (dpuprof/record/accounting.py), on hand-made interval inputs."""
+"""The exact-CPU policy (dpuprof/record/drain/accounting.py), on hand-made interval inputs."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dpuprof.record.accounting import (STEAL, UNSAMPLED, CpuRow, cpu_category_rows, deficit_ns, exact_times,
+from dpuprof.record.drain.accounting import (STEAL, UNSAMPLED, CpuRow, cpu_category_rows, deficit_ns, exact_times,
                                        split_by_samples)
 
 

@@ -32,7 +32,7 @@ def _one_line_exit_2(proc):
 
 
 def _kill_tree(proc):
-    from dpuprof.record.procfs import descendants
+    from dpuprof.record.workload.procfs import descendants
     for pid in descendants([proc.pid]):
         try:
             os.kill(pid, signal.SIGKILL)
@@ -213,7 +213,7 @@ def test_sigterm_stops_the_recording_not_the_attached_job(tmp_path):
 
 
 def test_cgroup_v2_subtree_is_the_workload(tmp_path):
-    from dpuprof.record.procfs import cgroup2_mount
+    from dpuprof.record.workload.procfs import cgroup2_mount
 
     mount = cgroup2_mount()
     assert mount, "this machine has a cgroup v2 hierarchy (hybrid hosts: /sys/fs/cgroup/unified)"

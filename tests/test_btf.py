@@ -1,4 +1,4 @@
-"""dpuprof.record.btf: struct member offsets from BTF, on a hand-built blob and on this kernel."""
+"""dpuprof.record.load.btf: struct member offsets from BTF, on a hand-built blob and on this kernel."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from dpuprof.record import btf
-from dpuprof.record.btf import Btf, BtfError
+from dpuprof.record.load import btf
+from dpuprof.record.load.btf import Btf, BtfError
 
 
 def _blob(types: list[bytes], strings: list[str]) -> tuple[bytes, dict[str, int]]:

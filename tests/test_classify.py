@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from dpuprof.categories import CATEGORIES, IDLE, top_level
-from dpuprof.record.classify import Classifier, fold, split_folded, split_user_frame
+from dpuprof.record.stacks.classify import Classifier, fold, split_folded, split_user_frame
 
 DATA = Path(__file__).parent / "data" / "captured_stacks.tsv"
 

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import dpuprof
 from dpuprof.errors import UserError
-from dpuprof.record.classify import Classifier
+from dpuprof.record.stacks.classify import Classifier
 
 DATA = Path(__file__).parent / "data" / "context_stacks.tsv"
 SEND = ["entry_SYSCALL_64_after_hwframe", "do_syscall_64", "ksys_write", "vfs_write", "sock_write_iter",

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import dpuprof
-from dpuprof.record.classify import Classifier
+from dpuprof.record.stacks.classify import Classifier
 from dpuprof.recording import load
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]

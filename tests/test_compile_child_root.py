@@ -1,4 +1,4 @@
-"""Root tests: the probes compile in a short-lived child process (dpuprof/record/compile_child.py)
+"""Root tests: the probes compile in a short-lived child process (dpuprof/record/load/compile_child.py)
 and the recorder gets working descriptors back, without ever holding the compiler."""
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ pytestmark = pytest.mark.root
 def _child_on(monkeypatch):
     """These tests are about the child compile, the default: not turned off from outside, and
     not skipped by a probe cache that DPUPROF_PROBE_CACHE may name."""
-    from dpuprof.record import compile_child, probe_cache
+    from dpuprof.record.load import compile_child, probe_cache
 
     monkeypatch.delenv(compile_child.INPROCESS_ENV, raising=False)
     monkeypatch.delenv(probe_cache.ENV, raising=False)
 
 
 def test_default_compiles_in_a_child():
-    from dpuprof.record import compile_child
-    from dpuprof.record.bcc_loader import import_bcc
+    from dpuprof.record.load import compile_child
+    from dpuprof.record.load.bcc_loader import import_bcc
 
     def load_fn(bpf_cls, wanted):
         raise UserError(f"loaded in {os.getpid()}")  # comes back from the child as it is
@@ -50,8 +50,8 @@ def _rss_file_kb(lib: str) -> int:
 
 
 def test_probes_compiled_in_a_child_work_here_and_close_cleanly():
-    from dpuprof.record import probes
-    from dpuprof.record.bcc_loader import import_bcc
+    from dpuprof.record.load import probes
+    from dpuprof.record.load.bcc_loader import import_bcc
 
     bcc = import_bcc()
     before = open_fds()
@@ -89,8 +89,8 @@ def test_probes_compiled_in_a_child_work_here_and_close_cleanly():
 
 
 def test_a_child_that_delivers_nothing_falls_back_to_this_process():
-    from dpuprof.record import compile_child
-    from dpuprof.record.bcc_loader import import_bcc
+    from dpuprof.record.load import compile_child
+    from dpuprof.record.load.bcc_loader import import_bcc
 
     parent = os.getpid()
 
@@ -103,8 +103,8 @@ def test_a_child_that_delivers_nothing_falls_back_to_this_process():
 
 
 def test_a_user_error_in_the_child_is_raised_here():
-    from dpuprof.record import compile_child
-    from dpuprof.record.bcc_loader import import_bcc
+    from dpuprof.record.load import compile_child
+    from dpuprof.record.load.bcc_loader import import_bcc
 
     def load_fn(bpf_cls, wanted):
         raise UserError("DPUPROF_MAP_ENTRIES: expected NAME=ENTRIES")
@@ -114,8 +114,8 @@ def test_a_user_error_in_the_child_is_raised_here():
 
 
 def test_the_in_process_knob_and_fake_classes_compile_here(monkeypatch):
-    from dpuprof.record import compile_child
-    from dpuprof.record.bcc_loader import import_bcc
+    from dpuprof.record.load import compile_child
+    from dpuprof.record.load.bcc_loader import import_bcc
 
     parent = os.getpid()
 
@@ -132,7 +132,7 @@ def test_the_in_process_knob_and_fake_classes_compile_here(monkeypatch):
 def test_relocate_rewrites_only_map_fd_immediates():
     import struct
 
-    from dpuprof.record.bytecode import relocate
+    from dpuprof.record.load.bytecode import relocate
 
     def insn(code, regs, off, imm):
         return struct.pack("<BBhi", code, regs, off, imm)

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from capsrun import as_nobody as as_nobody_with, nobody_dir  # noqa: F401 (a fixture)
 from dpuprof.record import doctor
-from dpuprof.record.privilege import CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, CAP_SYS_PTRACE, REPORTED
+from dpuprof.record.workload.privilege import CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, CAP_SYS_PTRACE, REPORTED
 
 NOBODY = 65534
 

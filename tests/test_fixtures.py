@@ -67,7 +67,7 @@ def test_size_budget(name):
 # Recorded under 4.49 s of hypervisor steal (host_cpu): the workload is charged its schedstat time,
 # which leaves steal out (rq_clock_task, CONFIG_PARAVIRT_TIME_ACCOUNTING), and everything else its
 # sched_switch time, which counts it. The difference, 3.65 of 65.04 CPU-s (per interval 0.94
-# correlated with steal), was charged to nobody before record/accounting.py wrote it as idle.steal;
+# correlated with steal), was charged to nobody before record/drain/accounting.py wrote it as idle.steal;
 # the fixture has no switch times of workload processes to recover it from.
 _HOST_GAP = pytest.mark.xfail(strict=True, reason="storage-heavy: 3.65 of 65.04 CPU-s of steal while the "
                               "workload ran is in no row (recorded before accounting.py's idle.steal)")

@@ -1,4 +1,4 @@
-"""The NVML sampler (dpuprof/record/gpu.py).
+"""The NVML sampler (dpuprof/record/drain/gpu.py).
 
 This machine has no NVIDIA GPU, so the row building is tested as a unit test of a pure function
 (``device_rows``, and ``GpuTelemetry`` on top of it) against a small stand-in for the ``pynvml``
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from dpuprof.record.gpu import GpuTelemetry, device_rows, process_samples
+from dpuprof.record.drain.gpu import GpuTelemetry, device_rows, process_samples
 
 
 class FakeNVMLError(Exception):

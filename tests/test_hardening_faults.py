@@ -348,7 +348,7 @@ def iperf3_server():
 
 def test_map_overflow_under_flood_is_counted_and_memory_bounded(tmp_path, iperf3_server):
     out = tmp_path / "flood.rec"
-    # Tiny maps (the test knob of dpuprof.record.probes) so that overflow surely happens.
+    # Tiny maps (the test knob of dpuprof.record.load.probes) so that overflow surely happens.
     env = dict(os.environ, DPUPROF_MAP_ENTRIES="counts=16,stacks0=8,stacks1=8,spill0=8,spill1=8")
     proc = _start(out, "iperf3", "-c", "127.0.0.1", "-p", iperf3_server, "-P", "8", "-t", "5",
                   extra=("-F", "999"), env=env)
@@ -388,7 +388,7 @@ def test_map_overflow_under_flood_is_counted_and_memory_bounded(tmp_path, iperf3
 
 PATCHED_REGISTRY = """
 import sys
-from dpuprof.record import probes
+from dpuprof.record.load import probes
 bogus = sys.argv[1]
 probes.PROBES = tuple(
     probes.Probe(p.name, p.file, ("sock:dpuprof_no_such_tracepoint",)) if p.name == "sock_io" else p

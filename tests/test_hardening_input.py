@@ -67,7 +67,7 @@ COUNTS = {"load": 0, "accepted": 0, "rejected": 0, "cli": 0}
 def _root_and_bcc() -> bool:
     if os.geteuid() != 0:
         return False
-    from dpuprof.record.bcc_loader import bcc_available
+    from dpuprof.record.load.bcc_loader import bcc_available
     return bcc_available()[0]
 
 

@@ -1,4 +1,4 @@
-"""Root test: record/mapio.py's batch reads and deletes agree with bcc's entry-by-entry walk on
+"""Root test: record/drain/mapio.py's batch reads and deletes agree with bcc's entry-by-entry walk on
 real kernel hash maps (struct and integer keys), and a delete batch with a key already gone
 still deletes the rest."""
 
@@ -19,7 +19,7 @@ BPF_HASH(s, u32, u64, 8192);
 
 @pytest.fixture(scope="module")
 def maps():
-    from dpuprof.record.bcc_loader import import_bcc
+    from dpuprof.record.load.bcc_loader import import_bcc
 
     bpf = import_bcc().BPF(text=SOURCE)
     h, s = bpf["h"], bpf["s"]
@@ -33,7 +33,7 @@ def maps():
 
 
 def test_snapshot_equals_bccs_walk(maps):
-    from dpuprof.record.mapio import snapshot
+    from dpuprof.record.drain.mapio import snapshot
 
     h, s = maps
     got = sorted((k.a, k.b, v.value) for k, v in snapshot(h))
@@ -44,7 +44,7 @@ def test_snapshot_equals_bccs_walk(maps):
 
 
 def test_delete_keys_in_batches_and_past_a_missing_key(maps):
-    from dpuprof.record.mapio import delete_keys, snapshot
+    from dpuprof.record.drain.mapio import delete_keys, snapshot
 
     h, _ = maps
     even = [k for k, _v in snapshot(h) if k.a % 2 == 0]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dpuprof.errors import UserError
-from dpuprof.record.outname import expand
+from dpuprof.record.workload.outname import expand
 
 ENV = {"SLURM_PROCID": "3", "RANK": "0", "EMPTY": ""}
 

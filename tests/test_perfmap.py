@@ -1,5 +1,5 @@
 """Unit tests: the perf-map parser and incremental reader, the trampoline return offset, and the
-``python_frames`` meta line (dpuprof/record/perfmap.py)."""
+``python_frames`` meta line (dpuprof/record/stacks/perfmap.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import subprocess
 import sys
 import time
 
-from dpuprof.record import perfmap
-from dpuprof.record.perfmap import PerfMap, frame_name, parse_line, python_frames_status, return_offset
+from dpuprof.record.stacks import perfmap
+from dpuprof.record.stacks.perfmap import PerfMap, frame_name, parse_line, python_frames_status, return_offset
 
 
 def test_parse_line():
@@ -108,7 +108,7 @@ class _StubSym:
 def test_drain_orders_python_frames_outermost_first_and_drops_unnamed():
     from collections import defaultdict
 
-    from dpuprof.record.drain import SampleDrainer
+    from dpuprof.record.drain.maps import SampleDrainer
 
     drainer = SampleDrainer(defaultdict(lambda: None), _StubSym(), classifier=None)
     scanned = [0x1011, 0x2000, 0x1006, 0, 0, 0, 0, 0]  # innermost first, as the probe stores them

@@ -5,7 +5,7 @@ nobody (uid 65534) holding only the capabilities given (``setpriv --ambient-caps
 interpreter reachable through a bind mount in a private mount namespace (root's pyenv lives
 under /root, which nobody cannot enter): without CAP_PERFMON the error line names it, and with
 CAP_BPF + CAP_PERFMON + CAP_DAC_READ_SEARCH + CAP_SYSLOG a recording is made whose kernel frames
-are named (bcc names none unless euid is 0: dpuprof/record/kallsyms.py), and the command it launched
+are named (bcc names none unless euid is 0: dpuprof/record/stacks/kallsyms.py), and the command it launched
 holds no capability.
 """
 
@@ -18,8 +18,9 @@ import pytest
 
 from capsrun import NOBODY, as_nobody, nobody_dir  # noqa: F401 (a fixture)
 from dpuprof.errors import UserError
-from dpuprof.record import kallsyms, privilege
-from dpuprof.record.privilege import CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, CAP_SYS_PTRACE
+from dpuprof.record.stacks import kallsyms
+from dpuprof.record.workload import privilege
+from dpuprof.record.workload.privilege import CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, CAP_SYS_PTRACE
 
 # /proc/self/status of root on this VM (all but CAP_SYS_RESOURCE, bit 24) and of a plain user.
 ROOT_STATUS = "Name:\tcat\nCapInh:\t0000000000000000\nCapPrm:\t000001fffeffffff\nCapEff:\t000001fffeffffff\n"

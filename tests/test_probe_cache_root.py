@@ -1,4 +1,4 @@
-"""Root tests of the probe cache (dpuprof/record/probe_cache.py): a load stored by the compile
+"""Root tests of the probe cache (dpuprof/record/load/probe_cache.py): a load stored by the compile
 child is replayed without a compiler, works as the compiled one does, and a damaged, foreign or
 stale entry is never used."""
 
@@ -21,7 +21,7 @@ WANTED = ["proc_tree", "cpu_sample", "sched_wait", "softirq", "uprobes"]
 
 @pytest.fixture()
 def cache(tmp_path, monkeypatch):
-    from dpuprof.record import compile_child, probe_cache
+    from dpuprof.record.load import compile_child, probe_cache
 
     monkeypatch.delenv(compile_child.INPROCESS_ENV, raising=False)
     where = tmp_path / "probe-cache"
@@ -45,8 +45,8 @@ def _no_fork(monkeypatch):
 
 
 def test_a_stored_load_is_replayed_without_a_compile_and_works(cache, monkeypatch):
-    from dpuprof.record import probes
-    from dpuprof.record.bcc_loader import import_bcc
+    from dpuprof.record.load import probes
+    from dpuprof.record.load.bcc_loader import import_bcc
 
     bcc = import_bcc()
     before = open_fds()
@@ -92,8 +92,8 @@ def test_a_stored_load_is_replayed_without_a_compile_and_works(cache, monkeypatc
 
 
 def test_a_damaged_or_foreign_entry_is_not_used_and_is_replaced(cache, monkeypatch):
-    from dpuprof.record import probe_cache, probes
-    from dpuprof.record.bcc_loader import import_bcc
+    from dpuprof.record.load import probe_cache, probes
+    from dpuprof.record.load.bcc_loader import import_bcc
 
     bcc = import_bcc()
     probes.load(bcc.BPF, ["proc_tree"])[0].cleanup()
@@ -117,7 +117,7 @@ def test_a_damaged_or_foreign_entry_is_not_used_and_is_replaced(cache, monkeypat
 
 
 def test_the_key_follows_what_the_load_depends_on(cache, monkeypatch):
-    from dpuprof.record import probe_cache
+    from dpuprof.record.load import probe_cache
 
     key = probe_cache.cache_key(["proc_tree", "cpu_sample"])
     assert key == probe_cache.cache_key(["cpu_sample", "proc_tree"])

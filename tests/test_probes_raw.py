@@ -1,10 +1,10 @@
-"""dpuprof.record.probes: choosing raw tracepoints (with BTF offsets) or the classic fallback."""
+"""dpuprof.record.load.probes: choosing raw tracepoints (with BTF offsets) or the classic fallback."""
 
 from __future__ import annotations
 
 import pytest
 
-from dpuprof.record import btf, probes
+from dpuprof.record.load import btf, probes
 
 NET = next(p for p in probes.PROBES if p.name == "net_dev")
 SOFTIRQ = next(p for p in probes.PROBES if p.name == "softirq")
@@ -126,7 +126,7 @@ def test_raw_tracepoint_support_is_the_kernel_version_checked_once(fake_btf):
 
 
 def test_only_read_only_compiler_mappings_without_private_pages_are_dropped():
-    from dpuprof.record.bcc_loader import _droppable
+    from dpuprof.record.load.bcc_loader import _droppable
 
     smaps = "\n".join([
         "7f0000000000-7f0000100000 r-xp 00000000 08:01 1 /usr/lib/x86_64-linux-gnu/libLLVM-14.so.1",

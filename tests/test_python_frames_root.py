@@ -1,4 +1,4 @@
-"""Root tests: Python frames from CPython's perf trampoline (dpuprof/record/perfmap.py,
+"""Root tests: Python frames from CPython's perf trampoline (dpuprof/record/stacks/perfmap.py,
 probes/cpu_sample.bpf.c's stack scan).
 
 Ground truth is the workload (tests/workloads/python_hot.py): after start-up it spends all its CPU

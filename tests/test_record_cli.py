@@ -8,9 +8,9 @@ import subprocess
 
 from conftest import PYTHON, REPO, dpuprof, summary_of
 
-# Not root: uid 1000 and no capabilities (record checks CapEff, dpuprof/record/privilege.py).
+# Not root: uid 1000 and no capabilities (record checks CapEff, dpuprof/record/workload/privilege.py).
 NO_ROOT = ("import os, sys; os.geteuid = lambda: 1000; sys.argv[0] = 'dpuprof'; "
-           "import dpuprof.record.privilege as p; p.effective = lambda status_path=None: 0; "
+           "import dpuprof.record.workload.privilege as p; p.effective = lambda status_path=None: 0; "
            "from dpuprof.cli import main; main(sys.argv[1:])")
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dpuprof.record.drain import _Cumulative, descendants
-from dpuprof.record.symbols import module_label
+from dpuprof.record.drain.maps import _Cumulative, descendants
+from dpuprof.record.stacks.symbols import module_label
 
 
 def test_cumulative_deltas_never_negative():

@@ -1,6 +1,6 @@
 """Root test: stack map loss stays flat over a run (issue 11).
 
-bcc 0.26's ``StackTrace.clear()`` is a no-op, so before the fix in dpuprof/record/drain.py the
+bcc 0.26's ``StackTrace.clear()`` is a no-op, so before the fix in dpuprof/record/drain/maps.py the
 stack maps were never emptied: they filled up and ``bpf_get_stackid`` failed with -EEXIST on ever
 more hash-bucket collisions (user stacks lost: 9 % of samples in minute 0 of fixtures/long, 35 % in
 minute 7). With every drained stack id deleted, loss stays under 1 % of samples in every 10-s
@@ -69,11 +69,11 @@ def drain_check():
     import os
     import threading
 
-    from dpuprof.record import probes
-    from dpuprof.record.bcc_loader import import_bcc
-    from dpuprof.record.classify import Classifier
-    from dpuprof.record.drain import SampleDrainer
-    from dpuprof.record.symbols import Symbolizer
+    from dpuprof.record.load import probes
+    from dpuprof.record.load.bcc_loader import import_bcc
+    from dpuprof.record.stacks.classify import Classifier
+    from dpuprof.record.drain.maps import SampleDrainer
+    from dpuprof.record.stacks.symbols import Symbolizer
 
     bcc = import_bcc()
     bpf, used, _ = probes.load(bcc.BPF, ["cpu_sample"])

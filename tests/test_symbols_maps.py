@@ -1,4 +1,4 @@
-"""Unit tests of record/symbols.py's maps view of a process: code lookup, data areas, and when a
+"""Unit tests of record/stacks/symbols.py's maps view of a process: code lookup, data areas, and when a
 miss is worth re-reading /proc/PID/maps for."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-from dpuprof.record.symbols import (MAX_BACKOFF, MIN_MAP_ADDR, USER_SPACE_END, ProcessMaps, could_be_code,
+from dpuprof.record.stacks.symbols import (MAX_BACKOFF, MIN_MAP_ADDR, USER_SPACE_END, ProcessMaps, could_be_code,
                                     worth_rereading)
 
 

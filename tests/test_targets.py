@@ -14,8 +14,8 @@ import time
 import pytest
 
 from dpuprof.errors import UserError
-from dpuprof.record import procfs
-from dpuprof.record.targets import Target, Watched, Workload, cgroup_dir, check_pids, make_target, parse_pids
+from dpuprof.record.workload import procfs
+from dpuprof.record.workload.targets import Target, Watched, Workload, cgroup_dir, check_pids, make_target, parse_pids
 
 PY = sys.executable
 # Prints "child grandchild" and then keeps the tree alive until stdin closes.
@@ -195,7 +195,7 @@ def test_cgroup_errors_are_one_line(tmp_path):
 
 
 def test_stop_reason_says_why_the_recording_ended(tree):
-    from dpuprof.record.targets import STOP_TEXT, stop_reason
+    from dpuprof.record.workload.targets import STOP_TEXT, stop_reason
 
     proc, _, _ = tree
     work = Workload(Target(pids=(proc.pid,)), recorder_pid=os.getpid())
@@ -213,7 +213,7 @@ def test_stop_reason_says_why_the_recording_ended(tree):
 
 def test_cgroup_newcomers_that_started_before_are_marked_moved_in(tmp_path, monkeypatch):
     # A stand-in cgroup directory (a real one is exercised by the root test): cgroup.procs lists pids.
-    import dpuprof.record.targets as targets
+    import dpuprof.record.workload.targets as targets
 
     group = tmp_path / "grp"
     group.mkdir()

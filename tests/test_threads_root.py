@@ -190,8 +190,8 @@ def test_thread_category_has_the_workload_threads_samples(recorded):
 
 
 def test_sched_wait_survives_the_one_by_one_fallback(monkeypatch, tmp_path):
-    from dpuprof.record import probes
-    from dpuprof.record.bcc_loader import import_bcc
+    from dpuprof.record.load import probes
+    from dpuprof.record.load.bcc_loader import import_bcc
 
     bogus = tmp_path / "bogus.bpf.c"
     bogus.write_text("TRACEPOINT_PROBE(dpuprof_test, no_such_event) { return 0; }\n")
@@ -233,8 +233,8 @@ def test_by_name_attachments_leave_nothing_attached_after_cleanup():
     # sched_wait attaches beside cpu_sample's and softirq's programs on the same tracepoints (its
     # interrupt edges on raw ones, beside softirq's raw programs); bcc keeps one fd per tracepoint
     # name, so each must stay reachable for cleanup() to close it.
-    from dpuprof.record import probes
-    from dpuprof.record.bcc_loader import import_bcc
+    from dpuprof.record.load import probes
+    from dpuprof.record.load.bcc_loader import import_bcc
 
     bpf, used, _ = probes.load(import_bcc().BPF, ["proc_tree", "cpu_sample", "softirq", "sched_wait"])
     assert "sched_wait" in used

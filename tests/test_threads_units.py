@@ -1,12 +1,12 @@
-"""Unit tests of per-thread accounting (dpuprof/record/threads.py) and the probe registry's
+"""Unit tests of per-thread accounting (dpuprof/record/drain/threads.py) and the probe registry's
 dependency and tracefs-offset handling: pure functions on synthetic readings."""
 
 from __future__ import annotations
 
 import pytest
 
-from dpuprof.record import probes
-from dpuprof.record.threads import BpfThread, ThreadRecorder, time_rows, wait_rows
+from dpuprof.record.load import probes
+from dpuprof.record.drain.threads import BpfThread, ThreadRecorder, time_rows, wait_rows
 
 MS = 1_000_000
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from dpuprof.record import uprobes
+from dpuprof.record.load import uprobes
 
 MAPS = """\
 55d0c0000000-55d0c0001000 r--p 00000000 fe:01 123 /usr/bin/python3.11
@@ -80,7 +80,7 @@ def test_mark_step_is_a_failing_getpgid_of_the_magic_pid():
 
 
 def test_magic_matches_the_bpf_source():
-    from dpuprof.record.probes import probe_dir
+    from dpuprof.record.load.probes import probe_dir
 
     src = (probe_dir() / "uprobes.bpf.c").read_text()
     assert f"#define MARK_MAGIC ({uprobes.MARK_MAGIC})" in src

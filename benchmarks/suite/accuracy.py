@@ -36,7 +36,7 @@ def outside_category(rec: Path, pids: set[int], category: str, top: int = 3) -> 
     decided them, with whether a frame of the tool's category sat further up the same stack (the
     leaf-most-rule principle then hid it). Shares are of the tool's samples."""
     from dpuprof.categories import top_level
-    from dpuprof.record.classify import Classifier, split_folded
+    from dpuprof.record.stacks.classify import Classifier, split_folded
     from dpuprof.recording import load
 
     r = load(rec)

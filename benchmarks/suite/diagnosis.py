@@ -215,7 +215,7 @@ def why_stack_loss(sl: dict, bad: list[str], target: float) -> str:
     return ("Minutes over the target: " + "; ".join(parts) + ". Map loss is a failed bpf_get_stackid: a "
             "hash collision in the stack map (kernel_stack_collision, user_stack_collision) or a full map "
             "(*_stack_map_full); a loss that grows over the run means the stack maps are not emptied "
-            "between intervals. Next step: check that the drain (dpuprof/record/drain.py) clears both "
+            "between intervals. Next step: check that the drain (dpuprof/record/drain/maps.py) clears both "
             "stack maps every interval, and size them for one interval's distinct stacks.")
 
 

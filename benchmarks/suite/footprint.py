@@ -149,10 +149,10 @@ _PARTS = """
 import time, sys
 t0 = float(sys.argv[1])
 t1 = time.time()
-from dpuprof.record.bcc_loader import import_bcc
+from dpuprof.record.load.bcc_loader import import_bcc
 bcc = import_bcc()
 t2 = time.time()
-from dpuprof.record import probes
+from dpuprof.record.load import probes
 bpf, used, _ = probes.load(bcc.BPF, list(probes.PROBE_NAMES))
 t3 = time.time()
 bpf.cleanup()

@@ -73,7 +73,7 @@ class RssSampler(threading.Thread):
             self.stop.wait(self.period)
 
     def _is_compile_child(self, child: str) -> bool:
-        """The recorder's own forked child that compiles the probes (dpuprof/record/compile_child.py:
+        """The recorder's own forked child that compiles the probes (dpuprof/record/load/compile_child.py:
         a fork without exec, so the recorder's command line) is not the command being recorded."""
         if self._own_cmdline is None:
             try:

@@ -140,7 +140,7 @@ def commands(cfg: Config, scratch: Path) -> dict:
         "accuracy_wrapper": f"{rec} -- python3 benchmarks/together.py SPEC.json TRUTH.json   "
                             f"# with `{' '.join(PERF_RECORD)} -o perf.data` running over the same time",
         "perf_classify": "perf script -F comm,pid,tid,period,ip,sym,dso -> benchmarks/perfclass.py "
-                         "(dpuprof/data/rules.toml via dpuprof.record.classify.Classifier)",
+                         "(dpuprof/data/rules.toml via dpuprof.record.stacks.classify.Classifier)",
         "overhead_iperf3": f"iperf3 -s -1 {' '.join(iperf3_pinning()[0])} & iperf3 -c 127.0.0.1 "
                            f"{' '.join(iperf3_pinning()[1])} -J -O 1 -t {cfg.iperf_s + 1}   "
                            f"(bare | {rec} [--probes P] -- ... | {' '.join(PERF_RECORD)} -o perf.data -- ...)",

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from dpuprof.record.child import KILL_AFTER_S, TERM_AFTER_S, block_signals
+from dpuprof.record.workload.child import KILL_AFTER_S, TERM_AFTER_S, block_signals
 
 #: What recording costs, as bcc's man pages state it: measured numbers, their date and their file
 #: (tests/test_record_cli.py checks each number against benchmarks/RESULTS.md).
@@ -128,16 +128,16 @@ def record(output, pids, system_wide, cgroup, duration_s, freq_hz, interval_s, p
     from pathlib import Path
 
     block_signals()  # from here on a stop signal is taken by the recorder, never lost half-way
-    from dpuprof.record.outname import expand
+    from dpuprof.record.workload.outname import expand
     from dpuprof.record.recorder import Options, Recorder
     from dpuprof.record.status import StatusLine
-    from dpuprof.record.targets import make_target
+    from dpuprof.record.workload.targets import make_target
 
     target = make_target(command, pids, system_wide, cgroup, duration_s)
     output = expand(output)
 
     if rules is not None:
-        from dpuprof.record.classify import Classifier
+        from dpuprof.record.stacks.classify import Classifier
 
         Classifier(extra=rules)  # a bad file: one line and exit 2 now, not after the probes load
     names = [p.strip() for p in probes.split(",") if p.strip()]
@@ -163,7 +163,7 @@ def _speak(recorder, res, quiet: bool) -> int:
     the command started, and 2 after a write error if the command's status was 0."""
     import signal
 
-    from dpuprof.record.targets import STOP_TEXT
+    from dpuprof.record.workload.targets import STOP_TEXT
 
     if res.stopped_by is not None:
         click.echo(f"dpuprof: stopped by {signal.Signals(res.stopped_by).name} before the command started; "

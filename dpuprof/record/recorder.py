@@ -19,14 +19,14 @@ from pathlib import Path
 from typing import Callable
 
 from dpuprof.errors import UserError
-from dpuprof.record import child as childmod
-from dpuprof.record import perfmap
+from dpuprof.record.workload import child as childmod
+from dpuprof.record.stacks import perfmap
 from dpuprof.record.metadata import host_metadata
-from dpuprof.record.procfs import namespaces
+from dpuprof.record.workload.procfs import namespaces
 from dpuprof.record.sources import make_source
-from dpuprof.record.targets import Target, Workload
-from dpuprof.record.gpu import GpuTelemetry
-from dpuprof.record.telemetry import HostTelemetry, ProcessTelemetry, is_process, process_info
+from dpuprof.record.workload.targets import Target, Workload
+from dpuprof.record.drain.gpu import GpuTelemetry
+from dpuprof.record.drain.telemetry import HostTelemetry, ProcessTelemetry, is_process, process_info
 from dpuprof.recording.writer import RecordingWriter
 
 
@@ -44,8 +44,8 @@ class Options:
     kill_after_s: float = childmod.KILL_AFTER_S  # then SIGKILL this long after the SIGTERM
     target: Target | None = None  # what the workload is (None: ``command``); see targets.py
     rules: Path | None = None  # --rules FILE: tried before the built-in rules.toml
-    python_frames: bool = True  # CPython >= 3.12's perf trampoline on (record/perfmap.py)
-    codec_uprobes: bool = False  # uprobes on cipher/codec calls too (record/uprobes.py CODEC_PREFIXES)
+    python_frames: bool = True  # CPython >= 3.12's perf trampoline on (record/stacks/perfmap.py)
+    codec_uprobes: bool = False  # uprobes on cipher/codec calls too (record/load/uprobes.py CODEC_PREFIXES)
     job_id: str | None = None  # --job-id: meta job.job_id (record/metadata.py job_identity)
 
 
@@ -112,7 +112,7 @@ class Recorder:
         if sig is not None:
             return self._stopped_before_start(sig, None)
         self.host, self.procs, self.gpu = HostTelemetry(), ProcessTelemetry(), GpuTelemetry()
-        from dpuprof.record.threads import ThreadRecorder
+        from dpuprof.record.drain.threads import ThreadRecorder
         self.threads = ThreadRecorder(self.source.sched_wait_maps(),
                                       started=None if self.work.target.command else time.time())
         owner = (self.user.uid, self.user.gid) if self.user else None
@@ -172,7 +172,7 @@ class Recorder:
     def _finish(self, writer, start: float, t_end: float, recording_ok: bool) -> RunResult:
         """Close the recording and the probes. A command still running (the --duration window
         closed) is left for ``wait_for_command``; attached processes are left as they are."""
-        from dpuprof.record.targets import Watched, stop_reason
+        from dpuprof.record.workload.targets import Watched, stop_reason
 
         child = self.child
         reason = stop_reason(child)
@@ -313,7 +313,7 @@ class Recorder:
         tables["lost"] = tables.get("lost", []) + thread_tables.pop("lost")
         tables.update(thread_tables)
         tables.update(self.host.sample())
-        tables.update(self.gpu.sample())  # gpu, gpu_process (dpuprof/record/gpu.py)
+        tables.update(self.gpu.sample())  # gpu, gpu_process (dpuprof/record/drain/gpu.py)
         processes = [(pid, *self.known_procs[pid]) for pid in sorted(self.dirty_procs)]
         self.dirty_procs.clear()
         writer.write_interval(self.interval, t0, t1, tables, processes=processes, stacks=got.stacks,

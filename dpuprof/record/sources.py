@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 
 from dpuprof.categories import IDLE
 from dpuprof.errors import UserError
-from dpuprof.record.accounting import CpuRow, cpu_category_rows
-from dpuprof.record.perfmap import ENV as PYTHON_ENV
-from dpuprof.record.perfmap import python_frames_status
+from dpuprof.record.drain.accounting import CpuRow, cpu_category_rows
+from dpuprof.record.stacks.perfmap import ENV as PYTHON_ENV
+from dpuprof.record.stacks.perfmap import python_frames_status
 
 
 @dataclass
@@ -94,17 +94,17 @@ class BpfSource:
         self.used: list[str] = []
         self.unavailable: dict[str, str] = {}
         self.hooks: dict[str, str] = {}  # probe -> "raw_tracepoint" | "tracepoint" (probes.hooks)
-        self.uprobes = None  # dpuprof.record.uprobes.UprobeSession
+        self.uprobes = None  # dpuprof.record.load.uprobes.UprobeSession
         self.softirq = self.block = self.net = self.sock = None
 
     def check(self) -> None:
         """Capabilities (root, or CAP_BPF + CAP_PERFMON and friends), bcc and the host PID
         namespace, or one UserError line saying what to do."""
-        from dpuprof.record.privilege import require_for_bpf
+        from dpuprof.record.workload.privilege import require_for_bpf
         require_for_bpf()  # capabilities, not uid 0: one line naming what is missing (privilege.py)
-        from dpuprof.record.bcc_loader import import_bcc
+        from dpuprof.record.load.bcc_loader import import_bcc
         import_bcc()
-        from dpuprof.record.procfs import in_host_pidns
+        from dpuprof.record.workload.procfs import in_host_pidns
         if not in_host_pidns():
             raise UserError("dpuprof runs in a PID namespace other than the host's, and the eBPF probes "
                             "report host PIDs: run the container with the host PID namespace "
@@ -119,17 +119,17 @@ class BpfSource:
 
     def load(self, work) -> None:
         """Compile and attach the probes and build one drainer per loaded probe."""
-        from dpuprof.record import probes as probemod
-        from dpuprof.record.bcc_loader import import_bcc
+        from dpuprof.record.load import probes as probemod
+        from dpuprof.record.load.bcc_loader import import_bcc
 
         bcc = import_bcc()
         wanted = self._wanted(probemod)
         loaded = probemod.start_load(bcc.BPF, wanted)  # compiles in a child process from here
         # Work that needs no probes, done while they compile (the command waits for the compile).
-        from dpuprof.record.classify import Classifier
-        from dpuprof.record.drain import (BlockDrainer, LostDrainer, NetDrainer, SampleDrainer,
+        from dpuprof.record.stacks.classify import Classifier
+        from dpuprof.record.drain.maps import (BlockDrainer, LostDrainer, NetDrainer, SampleDrainer,
                                           SockDrainer, SoftirqDrainer, TreeDrainer)
-        from dpuprof.record.symbols import Symbolizer
+        from dpuprof.record.stacks.symbols import Symbolizer
 
         try:
             classifier = Classifier(extra=self.opts.rules)
@@ -161,7 +161,7 @@ class BpfSource:
         self.sock = SockDrainer(bpf) if "sock_io" in used else None
         self.lost = LostDrainer(bpf, used)
         if "uprobes" in used:
-            from dpuprof.record import uprobes
+            from dpuprof.record.load import uprobes
             self.uprobes = uprobes.start(bpf, os.getpid(), codecs=self.opts.codec_uprobes)
             work.also_seed.append((bpf["wl"], 1))  # attached trees are uprobe members too
 
@@ -187,7 +187,7 @@ class BpfSource:
         return self.tree.parents() if self.bpf is not None else None
 
     def sched_wait_maps(self):
-        from dpuprof.record.threads import SchedWaitMaps
+        from dpuprof.record.drain.threads import SchedWaitMaps
         return SchedWaitMaps(self.bpf) if "sched_wait" in self.used else None
 
     def drain(self, workload, schedstat_ns, writer) -> Drained:

@@ -63,7 +63,7 @@ CREATE TABLE IF NOT EXISTS processes (
 -- samples are equal-weight counts (the mix); cpu_s is the process's exact on-CPU time in the
 -- interval (scheduler run time: probes/cpu_sample.bpf.c run_ns, or /proc schedstat for a live
 -- workload process) split across its subcategories in proportion to samples
--- (dpuprof/record/drain.py scale_to_exact). A process without exact time counts
+-- (dpuprof/record/drain/maps.py scale_to_exact). A process without exact time counts
 -- 1 / sample_freq_hz per sample; one that ran but was never sampled has samples 0 and
 -- subcategory kernel_other.unsampled. Idle (pid 0) gives up what workload processes were charged
 -- above their run_ns (time they ran in the idle task's context), so the host still adds up.
@@ -75,7 +75,7 @@ CREATE TABLE IF NOT EXISTS subcategories (
 -- samples are equal-weight counts (the mix); cpu_ns is the process's exact on-CPU time in the
 -- interval (scheduler run time: probes/cpu_sample.bpf.c run_ns, or /proc schedstat for a live
 -- workload process) split across its subcategories in proportion to samples
--- (dpuprof/record/drain.py scale_to_exact), rounded to the nanosecond. A process without exact
+-- (dpuprof/record/drain/maps.py scale_to_exact), rounded to the nanosecond. A process without exact
 -- time counts 1 / sample_freq_hz per sample; one that ran but was never sampled has samples 0 and
 -- subcategory kernel_other.unsampled. Idle (pid 0) gives up what workload processes were charged
 -- above their run_ns (time they ran in the idle task's context), so the host still adds up.
@@ -176,7 +176,7 @@ CREATE TABLE IF NOT EXISTS threads (
 -- neither (blocked or sleeping: interval length - on_cpu - runq while the thread lived).
 -- A thread's last partial interval (it exited, /proc no longer shows it) and the life of a thread
 -- shorter than an interval come from the sched_wait probe's counters; without that probe they
--- are missing and counted in lost as "thread_exit_unaccounted" (dpuprof/record/threads.py).
+-- are missing and counted in lost as "thread_exit_unaccounted" (dpuprof/record/drain/threads.py).
 -- off_cpu_ns also holds steal (schedstat's on-CPU time leaves out what the hypervisor took while
 -- the thread held the vCPU) and, where runq_ns is schedstat's, each wake-up's latency (from
 -- sched_waking until the wakee is queued, e.g. an IPI to an idle vCPU): docs/thread-accounting.md.

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dpuprof.recording.packing import pack_tuples, unpack_tuples
 
-#: thread_wait.state as stored: the sched_wait probe's own codes (dpuprof/record/threads.py).
+#: thread_wait.state as stored: the sched_wait probe's own codes (dpuprof/record/drain/threads.py).
 STATE_CODES = {"sleep": 1, "io": 2, "other": 3}
 STATES = {code: name for name, code in STATE_CODES.items()}
 

@@ -1,5 +1,5 @@
 """The GPU beside the host: a view model of a recording's ``gpu`` and ``gpu_process`` tables
-(NVML, sampled once per interval by dpuprof/record/gpu.py), for every report format.
+(NVML, sampled once per interval by dpuprof/record/drain/gpu.py), for every report format.
 
 ``gpu_view(rec)`` returns ``(GpuView, None)``, or ``(None, line)`` where the recording holds no GPU
 sample: ``line`` is one sentence, "no GPU recorded: <why>", the why from meta ``gpu`` (what the

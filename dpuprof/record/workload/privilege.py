@@ -182,7 +182,7 @@ def require_for_bpf() -> None:
     """Raise UserError with one line naming the missing capability when this process may not record
     with eBPF; return quietly otherwise (uid 0 with its usual capabilities passes)."""
     from dpuprof.errors import UserError
-    from dpuprof.record.kallsyms import addresses_visible
+    from dpuprof.record.stacks.kallsyms import addresses_visible
 
     mask = effective()
     for verdict in (bpf_verdict(mask, last_cap()), tracefs_verdict(unreadable_tracefs()),

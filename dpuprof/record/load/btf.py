@@ -3,7 +3,7 @@
 The probes must not read kernel structs by the offsets of installed headers: on this kind of host
 the headers are a distribution's fallback (e.g. 6.1) while the running kernel is newer, and the
 layouts differ. BTF describes the running kernel's own types, so member offsets come from there and
-are passed to a probe as -D constants (see dpuprof/record/probes.py).
+are passed to a probe as -D constants (see dpuprof/record/load/probes.py).
 
 Format: include/uapi/linux/btf.h and https://docs.kernel.org/bpf/btf.html (a header, a type
 section of ``struct btf_type`` records each followed by kind-specific data, and a string section).

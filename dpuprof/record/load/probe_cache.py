@@ -47,7 +47,7 @@ def cache_key(wanted: list[str]) -> str:
     """A hex digest of what the load of ``wanted`` depends on (see the module docstring)."""
     from bcc import __version__ as bcc_version
 
-    from dpuprof.record import probes
+    from dpuprof.record.load import probes
 
     here = Path(__file__).parent
     sources = hashlib.sha256()
@@ -82,7 +82,7 @@ def capture(bpf, state: dict, fds: list[int]) -> dict | None:
     perf-event or other attachment bcc made), or when a tracepoint's program cannot be named."""
     from bcc.libbcc import lib
 
-    from dpuprof.record import bytecode
+    from dpuprof.record.load import bytecode
 
     if any(getattr(bpf, attr, None) for attr in ("kprobe_fds", "uprobe_fds", "kfunc_entry_fds", "kfunc_exit_fds",
                                                   "lsm_fds", "open_perf_events")):
@@ -191,7 +191,7 @@ def _load(entry: dict, fds: list[int]) -> dict:
     """Create the maps, load and attach the programs of ``entry``; their fds are appended to ``fds``."""
     from bcc.libbcc import lib
 
-    from dpuprof.record import bytecode
+    from dpuprof.record.load import bytecode
 
     def keep(fd: int, what: str) -> int:
         if fd < 0:

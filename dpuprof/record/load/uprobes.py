@@ -16,7 +16,8 @@ import time
 from dataclasses import dataclass
 
 from dpuprof.marker import MARK_MAGIC
-from dpuprof.record import procfs, uprobe_link
+from dpuprof.record.workload import procfs
+from dpuprof.record.load import uprobe_link
 
 # Function ids and library ids: keep in step with probes/uprobes.bpf.c.
 FUNCS = {0: ("allreduce", None), 1: ("inflate", "decompress"), 2: ("deflate", "compress"),
@@ -151,7 +152,7 @@ class UprobeSession:
         self._marks: list[tuple] = []
         self._marks_lost = 0
         self.bpf["marks"].open_perf_buffer(self._on_mark, page_cnt=64, lost_cb=self._on_lost)
-        from dpuprof.record.drain import _Cumulative
+        from dpuprof.record.drain.maps import _Cumulative
         self.cum = {"coll": _Cumulative(), "codec": _Cumulative(), "lost": _Cumulative(), "hits": _Cumulative()}
 
     def _on_mark(self, _cpu, data, _size):
@@ -220,7 +221,7 @@ class UprobeSession:
 
     def _attach(self, target: Target, path: str) -> str:
         """Attach ``target`` in ``path`` (entry, then return probe): as uprobe-multi links where
-        the kernel has them (they detach together, record/uprobe_link.py), else bcc's uprobes."""
+        the kernel has them (they detach together, record/load/uprobe_link.py), else bcc's uprobes."""
         links = self.links.setdefault((target.name, path), [])
         try:
             fd = uprobe_link.attach(self.bpf, path, target.sym, target.entry)

@@ -5,7 +5,7 @@ code pages raised the recorder's peak RSS to ~160 MB, and the module bcc keeps f
 object's lifetime (LLVM context, IR, the table reader/writer JIT) stayed in its steady RSS
 (docs/recorder-memory.md). Here a forked child runs the whole load (``probes._load``: compile,
 load, attach, fallbacks), also loads the programs the recorder attaches later (the perf_event
-sampler; the uprobe functions as uprobe-multi copies, record/uprobe_link.py), and passes every
+sampler; the uprobe functions as uprobe-multi copies, record/load/uprobe_link.py), and passes every
 descriptor (maps, programs, tracepoint attachments) to the parent over a Unix socket
 (SCM_RIGHTS), with what bcc's Python needs to read the maps (key and leaf type descriptions, map
 types, perf-event fields) and the uprobe functions' bytecode: bcc's kprobe-type copy, used where
@@ -58,7 +58,7 @@ def start(bpf_cls, wanted: list[str], load_fn, perf_event_funcs: tuple[str, ...]
 
     if bpf_cls is not bcc.BPF or _set(INPROCESS_ENV):
         return Pending(lambda: load_fn(bpf_cls, wanted))
-    from dpuprof.record import probe_cache
+    from dpuprof.record.load import probe_cache
 
     where = probe_cache.directory()
     key = probe_cache.cache_key(wanted) if where is not None else None
@@ -76,7 +76,7 @@ def start(bpf_cls, wanted: list[str], load_fn, perf_event_funcs: tuple[str, ...]
         finally:
             os._exit(code)
     theirs.close()
-    from dpuprof.record.bcc_loader import release_compiler_pages
+    from dpuprof.record.load.bcc_loader import release_compiler_pages
 
     release_compiler_pages()  # the pages the dynamic loader touched importing bcc, while the child compiles
     return Pending(lambda: _collect(pid, ours, lambda: load_fn(bpf_cls, wanted)))
@@ -118,7 +118,7 @@ def _rebuild(state: dict, fds: list[int]):
     if state["bpf"]:
         import functools
 
-        from dpuprof.record import attach
+        from dpuprof.record.load import attach
 
         bpf = shipped_class()(state, fds)
         bpf.cleanup = functools.partial(attach.cleanup_in_parallel, bpf, bpf.cleanup)  # as probes._build
@@ -139,7 +139,7 @@ def _child(bpf_cls, wanted, load_fn, perf_event_funcs, sock, cache=None) -> None
         state.update(_describe(bpf, perf_event_funcs, fds))
     _send(sock, state, fds)
     if cache is not None and bpf is not None:
-        from dpuprof.record import probe_cache
+        from dpuprof.record.load import probe_cache
 
         try:
             probe_cache.store(*cache, probe_cache.capture(bpf, state, fds))
@@ -172,7 +172,7 @@ def _describe(bpf, perf_event_funcs, fds: list[int]) -> dict:
                      "flags": lib.bpf_table_flags_id(mod, i), "max_entries": lib.bpf_table_max_entries_id(mod, i),
                      "key": s(lib.bpf_table_key_desc(mod, name) or b""),
                      "leaf": s(lib.bpf_table_leaf_desc(mod, name) or b""), "fields": fields})
-    from dpuprof.record import uprobe_link
+    from dpuprof.record.load import uprobe_link
 
     return {"maps": maps, "load_errors": errors, "multi_refused": multi_refused, "code": code,
             "license": s(lib.bpf_module_license(mod)), "kern_version": lib.bpf_module_kern_version(mod),
@@ -184,14 +184,14 @@ def _describe(bpf, perf_event_funcs, fds: list[int]) -> dict:
 
 def _preload(bpf, perf_event_funcs) -> tuple[dict[str, str], str | None, dict[str, str]]:
     """Load every function ``bpf`` has not loaded: those of ``perf_event_funcs`` as perf_event
-    programs, the rest (uprobe functions) as uprobe-multi copies (record/uprobe_link.py). Returns
+    programs, the rest (uprobe functions) as uprobe-multi copies (record/load/uprobe_link.py). Returns
     ({function: why it failed to load}, why uprobe-multi programs are refused, {uprobe function:
     its bytecode, base64}): bcc's own kprobe-type copy of a uprobe function is needed only where
     a link is refused, and is then loaded by the parent from that bytecode (``load_func``)."""
     from bcc import BPF
     from bcc.libbcc import lib
 
-    from dpuprof.record import bytecode, uprobe_link
+    from dpuprof.record.load import bytecode, uprobe_link
 
     errors: dict[str, str] = {}
     multi_refused = None
@@ -310,7 +310,7 @@ def _make_shipped_class():
             self._license, self._kern_version = b(state["license"]), state["kern_version"]
             self._map_fds = [fds[m["fd"]] for m in state["maps"]]
             self._fd_map = {m["child_fd"]: fds[m["fd"]] for m in state["maps"]}
-            from dpuprof.record import uprobe_link
+            from dpuprof.record.load import uprobe_link
 
             uprobe_link.programs(self).update({b(n): fds[i] for n, i in state["multi"]})
             if state["multi_refused"] and state["multi_refused"] not in uprobe_link._unsupported:
@@ -348,7 +348,7 @@ def _make_shipped_class():
             if name not in self._code:
                 why = self._load_errors.get(name, "not loaded by the compile child")
                 raise Exception(f"cannot load {name}: {why}")
-            from dpuprof.record import bytecode
+            from dpuprof.record.load import bytecode
 
             insns = bytecode.relocate(base64.b64decode(self._code[name]), self._fd_map)
             fd = bytecode.prog_load(prog_type, func_name, insns, self._license, self._kern_version)

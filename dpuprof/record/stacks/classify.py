@@ -19,7 +19,7 @@ from importlib import resources
 from pathlib import Path
 
 from dpuprof.categories import IDLE, top_level
-from dpuprof.record import rulefile
+from dpuprof.record.stacks import rulefile
 from dpuprof.recording.folded import join as join_frames, split as split_frames
 
 KERNEL_SUFFIX = "_[k]"

@@ -1,5 +1,5 @@
 """Attaching the probes' functions by name, beside the programs bcc attached itself, and closing
-every attachment in parallel at cleanup (record/probes.py builds the programs and calls these)."""
+every attachment in parallel at cleanup (record/load/probes.py builds the programs and calls these)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ def cleanup_in_parallel(bpf, cleanup) -> None:
 
     Each close waits for grace periods (about 65 ms per tracepoint on the loaded 2-vCPU
     development VM, 1.3 s for the 20 of all probes when bcc closes them one by one); closed from
-    parallel threads the waits overlap. uprobes are links for this reason (record/uprobe_link.py):
+    parallel threads the waits overlap. uprobes are links for this reason (record/load/uprobe_link.py):
     bcc's perf-event uprobes wait one after another under a kernel lock, parallel or not (0.1 s
     each), and are left to bcc's own cleanup where the kernel has no uprobe-multi links.
     libbcc's bpf_detach_tracepoint, which bcc calls after the close, does nothing.
     """
     from bcc.libbcc import lib  # bcc is importable: a BPF object exists
 
-    from dpuprof.record import uprobe_link
+    from dpuprof.record.load import uprobe_link
 
     links, programs = uprobe_link.take_all(bpf)
     closes = [functools.partial(lib.bpf_close_perf_event_fd, fd) for fd in bpf.tracepoint_fds.values()]

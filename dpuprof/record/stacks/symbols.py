@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 import os
 
-from dpuprof.record.perfmap import PerfMap, frame_name, read_code, return_offset
+from dpuprof.record.stacks.perfmap import PerfMap, frame_name, read_code, return_offset
 from dpuprof.recording.folded import escape
 
 UNKNOWN = "[unknown]"
@@ -130,10 +130,10 @@ class ProcessMaps:
 
 def _kernel_resolver(bpf_cls):
     """addr -> kernel function name: bcc's ksym as uid 0; else /proc/kallsyms read by
-    dpuprof.record.kallsyms (bcc resolves no kernel address unless euid is 0)."""
+    dpuprof.record.stacks.kallsyms (bcc resolves no kernel address unless euid is 0)."""
     if os.geteuid() == 0:
         return lambda addr: bpf_cls.ksym(addr).decode("utf-8", "replace")
-    from dpuprof.record.kallsyms import KernelSymbols
+    from dpuprof.record.stacks.kallsyms import KernelSymbols
 
     return KernelSymbols().name
 

@@ -35,7 +35,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from dpuprof.record import attach
+from dpuprof.record.load import attach
 
 TRACEFS_CANDIDATES = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 
@@ -87,7 +87,7 @@ PROBES = (
                                             ("NET_SKB_DEV_OFF", "sk_buff", "dev"),
                                             ("NET_DEV_NAME_OFF", "net_device", "name")))),
     Probe("sock_io", "sock_io.bpf.c", ("sock:sock_send_length", "sock:sock_recv_length")),
-    Probe("uprobes", "uprobes.bpf.c", ("task:task_newtask", "syscalls:sys_enter_getpgid")),  # record/uprobes.py
+    Probe("uprobes", "uprobes.bpf.c", ("task:task_newtask", "syscalls:sys_enter_getpgid")),  # record/load/uprobes.py
     Probe("sched_wait", "sched_wait.bpf.c",
           ("sched:sched_switch", "sched:sched_waking", "sched:sched_wakeup_new", *_IRQ_EDGES),
           needs=("proc_tree",), raw=RawVariant("SCHED_WAIT_RAW_IRQ"), raw_attach=_IRQ_EDGES,
@@ -105,7 +105,7 @@ def probe_dir() -> Path:
     packaged = resources.files("dpuprof").joinpath("_probes")
     if packaged.is_dir():
         return Path(str(packaged))
-    return Path(__file__).resolve().parents[2] / "probes"
+    return Path(__file__).resolve().parents[3] / "probes"
 
 
 def tracefs() -> Path | None:
@@ -154,7 +154,7 @@ NO_RAW_TP_ENV = "DPUPROF_NO_RAW_TP"
 
 @lru_cache(maxsize=1)
 def _kernel_btf():
-    from dpuprof.record.btf import Btf
+    from dpuprof.record.load.btf import Btf
     return Btf.load()
 
 
@@ -171,7 +171,7 @@ def raw_defines(probe: Probe, bpf_cls, supported: bool | None = None) -> tuple[s
     """(``#define`` lines selecting ``probe``'s raw-tracepoint version, "") when it can be used
     here; (None, why not) otherwise, and always for a probe without one. ``supported``: whether
     the kernel has raw tracepoints, checked once by the caller; None asks ``bpf_cls``."""
-    from dpuprof.record.btf import BtfError
+    from dpuprof.record.load.btf import BtfError
 
     if probe.raw is None:
         return None, "no raw-tracepoint version"
@@ -274,12 +274,12 @@ def load(bpf_cls, wanted: list[str]) -> tuple[object | None, list[str], dict[str
 def start_load(bpf_cls, wanted: list[str]):
     """``load``, started: the compile runs (in a child) while the caller goes on; calling the
     returned function waits for it and returns what ``load`` returns."""
-    from dpuprof.record import compile_child
+    from dpuprof.record.load import compile_child
 
     pending = compile_child.start(bpf_cls, wanted, _load, PERF_EVENT_FUNCS)
 
     def result():
-        from dpuprof.record.bcc_loader import release_compiler_pages
+        from dpuprof.record.load.bcc_loader import release_compiler_pages
 
         try:
             return pending.result()

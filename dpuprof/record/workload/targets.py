@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 
 from dpuprof.errors import UserError
-from dpuprof.record import procfs
+from dpuprof.record.workload import procfs
 
 @dataclass(frozen=True)
 class Target:
@@ -173,7 +173,7 @@ class Workload:
     def prepare(self) -> None:
         """Validate against the running system before anything is loaded (UserError)."""
         if self.target.pids:
-            from dpuprof.record.telemetry import process_info
+            from dpuprof.record.drain.telemetry import process_info
 
             self.roots = check_pids(self.target.pids, self.recorder_pid)
             for pid in self.roots:  # read now: a root may exit while the probes compile
@@ -186,7 +186,7 @@ class Workload:
     def start(self, user, term_after_s: float, kill_after_s: float, env_extra: dict | None = None):
         """Launch the command (``child.Child``, ``env_extra`` added to its environment) or start
         watching (``Watched``)."""
-        from dpuprof.record import child as childmod
+        from dpuprof.record.workload import child as childmod
 
         if self.target.command:
             self.child = childmod.Child(list(self.target.command), user, term_after_s, kill_after_s,
@@ -272,7 +272,7 @@ class Workload:
                 self._refresh_cgroup()
             now = set()
             if parents is not None:
-                from dpuprof.record.drain import descendants
+                from dpuprof.record.drain.maps import descendants
                 for root in self.roots:
                     now |= descendants(parents, root)
             else:

@@ -17,10 +17,10 @@ import time
 from collections import Counter, defaultdict
 
 from dpuprof.categories import IDLE, top_level
-from dpuprof.record.classify import Classifier, fold
-from dpuprof.record.mapio import clear_stack_map, delete_keys, snapshot
-from dpuprof.record.perfmap import SUFFIX as PERFMAP_SUFFIX
-from dpuprof.record.progstats import recursion_misses
+from dpuprof.record.stacks.classify import Classifier, fold
+from dpuprof.record.drain.mapio import clear_stack_map, delete_keys, snapshot
+from dpuprof.record.stacks.perfmap import SUFFIX as PERFMAP_SUFFIX
+from dpuprof.record.load.progstats import recursion_misses
 
 SOFTIRQ_NAMES = ("HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU")
 BLOCK_OPS = ("read", "write", "other")

@@ -5,7 +5,7 @@ on the same CPU (the kernel's per-CPU bpf_prog_active guard; our sampler fires i
 and can interrupt a tracepoint program, and a softirq that runs on the exit of such an interrupt
 finds the guard taken). A raw tracepoint program is skipped only when that same program is already
 running on the CPU, which is why softirq and net_dev use raw tracepoints where they can
-(dpuprof/record/probes.py). The kernel counts the skips per program as ``recursion_misses``
+(dpuprof/record/load/probes.py). The kernel counts the skips per program as ``recursion_misses``
 (Linux >= 5.12) in ``struct bpf_prog_info``; they are read here so the recording reports them.
 """
 
@@ -42,7 +42,7 @@ def recursion_misses(bpf) -> dict[str, int] | None:
     get_info = lib.bpf_obj_get_info
     get_info.argtypes = [ct.c_int, ct.c_void_p, ct.POINTER(ct.c_uint32)]
     get_info.restype = ct.c_int
-    from dpuprof.record.uprobe_link import programs
+    from dpuprof.record.load.uprobe_link import programs
 
     out: dict[str, int] = {}
     fds = [(name, fn.fd) for name, fn in bpf.funcs.items()] + list(programs(bpf).items())

@@ -9,8 +9,8 @@ the uprobe-multi attach type). Where the kernel refuses a link, ``attach`` retur
 attachment goes through bcc (after ENOSYS/EOPNOTSUPP, every later one too).
 
 The link and program fds are kept on the bcc object (``bpf.dpuprof_links``,
-``bpf.dpuprof_multi_funcs``) so that the cleanup in dpuprof/record/probes.py closes them together
-with the tracepoints, and record/progstats.py counts the programs.
+``bpf.dpuprof_multi_funcs``) so that the cleanup in dpuprof/record/load/probes.py closes them together
+with the tracepoints, and record/load/progstats.py counts the programs.
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""Stacks and symbols: kernel and user symbols, Python perf maps, classification rules."""

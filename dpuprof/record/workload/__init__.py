@@ -1,0 +1,1 @@
+"""The workload and its processes: the command, attached targets, /proc, privileges, output names."""
