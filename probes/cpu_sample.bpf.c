@@ -52,7 +52,8 @@
 //           (docs/python-frames.md: a scan can also find stale words in live frames).
 //           py_ranges   HASH  tgid -> {lo, hi, size, ret}: the trampoline arena (1024 entries)
 //           py_scan     PERCPU_ARRAY [0] = the copied stack words
-// Hooks:    perf_event PERF_TYPE_SOFTWARE / PERF_COUNT_SW_CPU_CLOCK; tracepoint sched:sched_switch
+// Hooks:    perf_event PERF_TYPE_SOFTWARE / PERF_COUNT_SW_CPU_CLOCK; sched:sched_switch through
+//           cpu_sample_on_switch, called by the one sched_switch program (probes/hot_events.bpf.c)
 // Overhead: one stack walk (kernel + user) per sample, and one per-CPU read and one hash update
 //           per context switch, which is most of the runs. Measured with proc_tree (always loaded
 //           together; benchmarks/RESULTS.md, 2026-11-29, 99 Hz, 2 CPUs): 25,791 runs/s at 331 ns
@@ -210,14 +211,13 @@ static inline s32 check_stack(s32 id, int user, int user_mode) {
     return id;
 }
 
-// Credit the time since the last switch/sample on this CPU to `tgid`; returns it (0 on the first
-// event after attaching, when there is no previous timestamp).
-static inline u64 account(u32 tgid) {
+// Credit the time since the last switch/sample on this CPU, up to `now`, to `tgid`; returns it (0 on
+// the first event after attaching, when there is no previous timestamp).
+static inline u64 account(u32 tgid, u64 now) {
     int zero = 0;
     struct cpu_state *st = cpu_state.lookup(&zero);
     if (!st)
         return 0;
-    u64 now = bpf_ktime_get_ns();
     u64 delta = st->last_ts ? now - st->last_ts : 0;
     st->last_ts = now;
     if (!delta)
@@ -234,9 +234,10 @@ static inline u64 account(u32 tgid) {
     return delta;
 }
 
-TRACEPOINT_PROBE(sched, sched_switch) {
-    account(bpf_get_current_pid_tgid() >> 32);  // runs in the context of the task leaving the CPU
-    return 0;
+// sched_switch's hook (probes/hot_events.bpf.c owns the program): runs in the context of the task
+// leaving the CPU, `tgid`.
+static inline void cpu_sample_on_switch(u64 now, u32 tgid) {
+    account(tgid, now);
 }
 
 int on_sample(struct bpf_perf_event_data *ctx) {
@@ -269,7 +270,7 @@ int on_sample(struct bpf_perf_event_data *ctx) {
     if ((key.kstack < 0 && key.kstack != -EFAULT) || (key.ustack < 0 && key.ustack != -EFAULT))
         key.ip = PT_REGS_IP(&ctx->regs);  // still classifiable by its leaf frame
     scan_python(&key, ctx, umode);
-    account(key.tgid);
+    account(key.tgid, bpf_ktime_get_ns());
     u64 one = 1, *val = counts.lookup(&key);
     if (val) {
         __sync_fetch_and_add(val, 1);

@@ -29,17 +29,18 @@
 //           handlers (entry/exit tracepoints); sched_switch resets it, since no switch happens in
 //           interrupt context, so an exit the kernel skipped (recursion) cannot leave it set.
 //           Wake-ups from other interrupt work (IPIs, irq_work) keep the interrupted task.
-// Hooks:    irq:irq_handler_entry/exit, timer:hrtimer_expire_entry/exit, irq:softirq_entry/exit
-//           (functions sw_irq_enter/sw_irq_exit, attached by name: softirq.bpf.c owns the
-//           softirq probes; raw tracepoints where the kernel has them -- dpuprof/record/load/probes.py
-//           defines SCHED_WAIT_RAW_IRQ then; they read no argument, so the one function serves
-//           both kinds --, since classic tracepoint programs are skipped while another BPF program
-//           runs on the CPU, and 35,102 of each edge were in a 10-minute DDP run); tracepoint sched:sched_switch (function sw_switch: attached by name, since cpu_sample
-//           owns TRACEPOINT_PROBE(sched, sched_switch); its fields are read at the offsets user
-//           space takes from the tracefs format and passes as TPOFF_* macros),
-//           sched:sched_waking, sched:sched_wakeup_new.
+// Hooks:    sched:sched_switch, sched:sched_waking and irq:softirq_entry/exit through the hooks
+//           below (sched_wait_on_switch, sched_wait_on_waking, sched_wait_irq_enter/exit), called
+//           by the one program on each of those events (probes/hot_events.bpf.c: raw tracepoints
+//           where the kernel has them); irq:irq_handler_entry/exit and
+//           timer:hrtimer_expire_entry/exit (functions sw_irq_enter/sw_irq_exit, attached by name;
+//           raw tracepoints where the kernel has them -- dpuprof/record/load/probes.py defines
+//           SCHED_WAIT_RAW_IRQ then; they read no argument, so the one function serves both kinds --,
+//           since classic tracepoint programs are skipped while another BPF program runs on the
+//           CPU); sched:sched_wakeup_new (once per thread).
 // Overhead: per context switch on the host: one per-CPU update and one or two hash lookups
 //           (prev in sw_threads, else in tree); workload threads add one hash update per wait.
+//           Per wake-up on the host: one hash lookup; a workload thread's adds one hash update.
 #include <uapi/linux/ptrace.h>
 #ifndef TASK_COMM_LEN  // not <linux/sched.h>: it pulls in most of the kernel's headers (probes/cpu_sample.bpf.c)
 #define TASK_COMM_LEN 16
@@ -112,8 +113,9 @@ static inline void sw_add_wait(u32 tid, struct sw_thread *t, u32 waker_tgid, u32
     }
 }
 
-int sw_switch(void *ctx) {
-    u64 now = bpf_ktime_get_ns();
+// sched_switch's hook: `prev` (of process `prev_tgid`: the current task) leaves the CPU in `state`
+// (the classic tracepoint's prev_state bits, probes/hot_events.bpf.c), `next` takes it, at `now`.
+static inline void sched_wait_on_switch(u64 now, u32 prev, u32 prev_tgid, u32 next, long state) {
     int zero = 0;
     u64 slice_start = 0;
     struct sw_cpu_state *cpu = sw_cpu.lookup(&zero);
@@ -124,9 +126,6 @@ int sw_switch(void *ctx) {
     u32 *depth = sw_irq.lookup(&zero);
     if (depth)
         *depth = 0;
-    u32 prev = *(s32 *)(ctx + TPOFF_sched_switch_prev_pid);
-    u32 next = *(s32 *)(ctx + TPOFF_sched_switch_next_pid);
-    long state = *(long *)(ctx + TPOFF_sched_switch_prev_state) & 0xff;
     struct sw_thread *t = prev ? sw_get(prev) : 0;
     if (t) {
         if (slice_start) {
@@ -136,10 +135,10 @@ int sw_switch(void *ctx) {
             }
         }
         t->runq_ts = 0;
-        t->tgid = bpf_get_current_pid_tgid() >> 32;  // prev is the current task here
+        t->tgid = prev_tgid;
         if (state & SW_EXIT_STATES) {
             t->exit_ts = now;
-            bpf_probe_read_kernel(&t->comm, sizeof(t->comm), ctx + TPOFF_sched_switch_prev_comm);
+            bpf_get_current_comm(&t->comm, sizeof(t->comm));  // prev is the current task
         } else if (state == 0) {
             t->runq_ts = now;  // preempted or yielded: still runnable
         } else {
@@ -155,21 +154,18 @@ int sw_switch(void *ctx) {
         sw_add_wait(next, n, SW_UNKNOWN, SW_UNKNOWN, now);
         sw_count_lost(2);
     }
-    return 0;
 }
 
-TRACEPOINT_PROBE(sched, sched_waking) {
-    u32 tid = args->pid;
+// sched_waking's hook: thread `tid` is being woken, in the waker's context.
+static inline void sched_wait_on_waking(u32 tid, u64 now) {
     struct sw_thread *t = sw_threads.lookup(&tid);
     if (!t || !t->wait_ts)
-        return 0;
-    u64 now = bpf_ktime_get_ns();
+        return;
     int zero = 0;
     u32 *depth = sw_irq.lookup(&zero);
     u64 waker = (depth && *depth) ? 0 : bpf_get_current_pid_tgid();
     sw_add_wait(tid, t, waker >> 32, (u32)waker, now);
     t->runq_ts = now;
-    return 0;
 }
 
 TRACEPOINT_PROBE(sched, sched_wakeup_new) {
@@ -182,18 +178,26 @@ TRACEPOINT_PROBE(sched, sched_wakeup_new) {
     return 0;
 }
 
-int sw_irq_enter(void *ctx) {
+static inline void sched_wait_irq_enter(void) {
     int zero = 0;
     u32 *depth = sw_irq.lookup(&zero);
     if (depth)
         *depth += 1;
-    return 0;
 }
 
-int sw_irq_exit(void *ctx) {
+static inline void sched_wait_irq_exit(void) {
     int zero = 0;
     u32 *depth = sw_irq.lookup(&zero);
     if (depth && *depth)
         *depth -= 1;
+}
+
+int sw_irq_enter(void *ctx) {
+    sched_wait_irq_enter();
+    return 0;
+}
+
+int sw_irq_exit(void *ctx) {
+    sched_wait_irq_exit();
     return 0;
 }

@@ -7,32 +7,33 @@
 //           sirq_ns     PERCPU_ARRAY [vec] = cumulative ns in vector vec (NR_SOFTIRQS = 10)
 //           sirq_count  PERCPU_ARRAY [vec] = cumulative entries
 //           User space reads the cumulative per-CPU values and stores deltas per interval.
-// Hooks:    raw tracepoints irq:softirq_entry, irq:softirq_exit (args: unsigned int vec_nr), when
-//           dpuprof/record/load/probes.py defines SOFTIRQ_RAW_TP; else the classic tracepoints. Why raw:
-//           a softirq often runs on the exit of an interrupt that arrived while another BPF
-//           program (a tracepoint or the sampler) was running on that CPU; classic tracepoint
-//           programs are then skipped (bpf_prog_active, counted as recursion misses), raw
+// Hooks:    irq:softirq_entry, irq:softirq_exit through softirq_on_entry/softirq_on_exit, called by
+//           the one program on each (probes/hot_events.bpf.c; raw tracepoints where the kernel has
+//           them). Why raw: a softirq often runs on the exit of an interrupt that arrived while
+//           another BPF program (a tracepoint or the sampler) was running on that CPU; classic
+//           tracepoint programs are then skipped (bpf_prog_active, counted as recursion misses), raw
 //           tracepoint programs are only skipped when they would recurse into themselves.
-// Overhead: two per-CPU array updates per softirq; softirqs run at most a few 100k/s.
+// Overhead: one per-CPU write at entry, three per-CPU updates at exit; softirqs run at most a few
+//           100k/s.
 #include <uapi/linux/ptrace.h>
 
 BPF_PERCPU_ARRAY(sirq_start, u64, 1);
 BPF_PERCPU_ARRAY(sirq_ns, u64, 10);
 BPF_PERCPU_ARRAY(sirq_count, u64, 10);
 
-static inline void sirq_entry(void) {
+static inline void softirq_on_entry(u64 now) {
     int zero = 0;
     u64 *start = sirq_start.lookup(&zero);
     if (start)
-        *start = bpf_ktime_get_ns();
+        *start = now;
 }
 
-static inline void sirq_exit(int vec) {
+static inline void softirq_on_exit(int vec, u64 now) {
     int zero = 0;
     u64 *start = sirq_start.lookup(&zero);
     if (!start || *start == 0)
         return;  // entered before we attached
-    u64 delta = bpf_ktime_get_ns() - *start;
+    u64 delta = now - *start;
     *start = 0;
     u64 *ns = sirq_ns.lookup(&vec);
     if (ns)
@@ -41,25 +42,3 @@ static inline void sirq_exit(int vec) {
     if (cnt)
         *cnt += 1;
 }
-
-#ifdef SOFTIRQ_RAW_TP
-RAW_TRACEPOINT_PROBE(softirq_entry) {
-    sirq_entry();
-    return 0;
-}
-
-RAW_TRACEPOINT_PROBE(softirq_exit) {
-    sirq_exit((int)ctx->args[0]);
-    return 0;
-}
-#else
-TRACEPOINT_PROBE(irq, softirq_entry) {
-    sirq_entry();
-    return 0;
-}
-
-TRACEPOINT_PROBE(irq, softirq_exit) {
-    sirq_exit(args->vec);
-    return 0;
-}
-#endif

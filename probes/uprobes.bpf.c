@@ -16,14 +16,17 @@
 //           tclock      LRU_HASH tid -> on-CPU clock of a thread inside a probed call: acc ns
 //                             on the CPU up to its last switch-out, since = entry time in the
 //                             current run (0: since its switch-in), depth = calls in flight
+//           tclock_live ARRAY [0] -> tclock entries made minus those deleted: while 0 (no probed
+//                             call in flight, or only evicted ones) a switch skips the lookup
 //           last_switch PERCPU_ARRAY [0] -> when this CPU last switched tasks
 //           up_lost     ARRAY [0] stats map full, [1] inflight map full,
 //                             [2] all-reduce whose payload size failed the layout cross-check
 // Hooks:    uprobe/uretprobe pairs attached by dpuprof/record/load/uprobes.py once a workload process
 //           maps the library; tracepoint syscalls:sys_enter_getpgid (dpuprof.mark_step's marker);
 //           tracepoint task:task_newtask (workload membership; proc_tree owns sched_process_fork);
-//           raw tracepoint sched_switch (on-CPU time of a call: the task switching out is the
-//           current one, so no kernel struct is read).
+//           sched:sched_switch through uprobes_on_switch, called by the one sched_switch program
+//           (probes/hot_events.bpf.c): on-CPU time of a call; the task switching out is the current
+//           one, so no kernel struct is read.
 // Overhead: a uprobe hit is a trap into the kernel (~1-3 us each, twice with its uretprobe), so
 //           only calls made at most thousands of times a second are probed (docs/uprobes.md).
 #include <uapi/linux/ptrace.h>
@@ -54,6 +57,7 @@ BPF_HASH(wl, u32, u32, 65536);
 BPF_HASH(inflight, struct fly_key, struct fly_val, 16384);
 BPF_TABLE("lru_hash", u32, struct tclock, tclock, 16384);
 BPF_PERCPU_ARRAY(last_switch, u64, 1);
+BPF_ARRAY(tclock_live, s64, 1);
 BPF_HASH(coll_stats, struct coll_key, struct coll_val, 4096);
 BPF_HASH(codec_stats, struct codec_key, struct codec_val, 4096);
 BPF_PERF_OUTPUT(marks);
@@ -124,17 +128,25 @@ static inline u64 clock_now(struct tclock *c, u64 now) {
     return c->acc + (now > from ? now - from : 0);
 }
 
-RAW_TRACEPOINT_PROBE(sched_switch) {
-    u64 now = bpf_ktime_get_ns();
-    u32 tid = (u32)bpf_get_current_pid_tgid();   // the task switching out
-    struct tclock *c = tclock.lookup(&tid);
-    if (c) {
-        c->acc = clock_now(c, now);
-        c->since = 0;
-    }
+static inline void tclock_count(s64 change) {
     int zero = 0;
+    s64 *live = tclock_live.lookup(&zero);
+    if (live)
+        __sync_fetch_and_add(live, change);
+}
+
+// sched_switch's hook: thread `tid` (the current task) leaves the CPU at `now`.
+static inline void uprobes_on_switch(u64 now, u32 tid) {
+    int zero = 0;
+    s64 *live = tclock_live.lookup(&zero);
+    if (!live || *live > 0) {  // else no thread is inside a probed call: nothing to stop
+        struct tclock *c = tclock.lookup(&tid);
+        if (c) {
+            c->acc = clock_now(c, now);  // before last_switch moves: its run started there
+            c->since = 0;
+        }
+    }
     last_switch.update(&zero, &now);
-    return 0;
 }
 
 // Entry: remember when (and what) for this thread's call of `fn`, and start its on-CPU clock.
@@ -150,7 +162,8 @@ static inline int fly_begin(u32 fn, u64 bytes, u64 strm, u64 total_in) {
         c->depth += 1;
     } else {
         struct tclock init = {.acc = 0, .since = now, .depth = 1};
-        tclock.update(&tid, &init);
+        if (tclock.update(&tid, &init) == 0)
+            tclock_count(1);
     }
     struct fly_key key = {.tid = tid, .fn = fn};
     struct fly_val val = {.ts = now, .cpu0 = cpu0, .bytes = bytes, .strm = strm, .total_in = total_in};
@@ -173,10 +186,10 @@ static inline int fly_end(u32 fn, struct fly_val *out) {
     if (c) {   // out->cpu0 becomes the call's on-CPU ns
         u64 clock = clock_now(c, bpf_ktime_get_ns());
         out->cpu0 = clock > out->cpu0 ? clock - out->cpu0 : 0;
-        if (c->depth <= 1)
-            tclock.delete(&tid);
-        else
+        if (c->depth > 1)
             c->depth -= 1;
+        else if (tclock.delete(&tid) == 0)
+            tclock_count(-1);
     } else {
         out->cpu0 = 0;   // evicted from the LRU: unknown, counted as 0
     }

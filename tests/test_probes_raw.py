@@ -7,7 +7,6 @@ import pytest
 from dpuprof.record.load import btf, probes
 
 NET = next(p for p in probes.PROBES if p.name == "net_dev")
-SOFTIRQ = next(p for p in probes.PROBES if p.name == "softirq")
 BLOCK = next(p for p in probes.PROBES if p.name == "block_io")
 
 
@@ -21,8 +20,8 @@ class _Bcc:
 
 class _FakeBtf:
     OFFSETS = {"len": 112, "dev": 16, "name": 280, "q": 0, "cmd_flags": 24, "disk": 104, "major": 0,
-               "first_minor": 4}
-    SIZES = {"cmd_flags": 4, "major": 4, "first_minor": 4}
+               "first_minor": 4, "pid": 2464}
+    SIZES = {"cmd_flags": 4, "major": 4, "first_minor": 4, "pid": 4}
     ENUMS = {"__REQ_FAILFAST_DEV": 8, "REQ_OP_READ": 0, "REQ_OP_WRITE": 1}
 
     def member(self, struct_name, member):
@@ -46,7 +45,29 @@ def test_raw_variant_gets_the_btf_offsets_as_defines(fake_btf):
     assert defines.splitlines() == ["#define NET_DEV_RAW_TP 1", "#define NET_SKB_LEN_OFF 112",
                                     "#define NET_SKB_DEV_OFF 16", "#define NET_DEV_NAME_OFF 280"]
     assert probes._source(NET, defines).startswith(defines)  # ahead of the probe's own text
-    assert probes.raw_defines(SOFTIRQ, _Bcc)[0] == "#define SOFTIRQ_RAW_TP 1\n"  # needs no BTF
+
+
+def test_hot_events_raw_version_needs_5_18_and_the_pid_offset(fake_btf, monkeypatch):
+    assert probes.hot_defines(_Bcc, "6.18.44-fc-v1045") == "#define HOT_RAW_TP 1\n#define TASK_PID_OFF 2464\n"
+    assert probes.hot_defines(_Bcc, "5.17.0") is None  # sched_switch's raw arguments lack prev_state
+    monkeypatch.setitem(_FakeBtf.SIZES, "pid", 8)
+    assert probes.hot_defines(_Bcc, "6.18.44") is None
+    monkeypatch.setitem(_FakeBtf.SIZES, "pid", 4)
+    monkeypatch.setenv(probes.NO_RAW_TP_ENV, "1")
+    assert probes.hot_defines(_Bcc, "6.18.44") is None
+
+
+def test_hot_events_source_defines_a_hook_per_probe_ahead_of_the_programs():
+    wanted = [p for p in probes.PROBES if p.name in ("cpu_sample", "softirq")]
+    text = probes.hot_source(wanted, "#define HOT_RAW_TP 1\n")
+    assert text.startswith("#define HOOK_cpu_sample 1\n#define HOOK_softirq 1\n#define HOT_RAW_TP 1\n")
+    assert "RAW_TRACEPOINT_PROBE(sched_switch)" in text and "TRACEPOINT_PROBE(sched, sched_switch)" in text
+    # no probe file defines a program on a hot event: each has a hook for hot_events instead
+    for probe in probes.PROBES:
+        source = (probes.probe_dir() / probe.file).read_text()
+        for event in probes.HOT_EVENT_NAMES:
+            assert f"RAW_TRACEPOINT_PROBE({event})" not in source, probe.name
+            assert f", {event})" not in source.replace("TRACEPOINT_PROBE(sched, sched_wakeup_new)", ""), probe.name
 
 
 def test_block_io_raw_variant_gets_offsets_and_enumerators(fake_btf, monkeypatch):
@@ -73,12 +94,13 @@ def test_falls_back_without_btf_raw_tracepoints_or_when_told(fake_btf, monkeypat
     monkeypatch.setattr(probes, "_kernel_btf", no_btf)
     assert probes.raw_defines(NET, _Bcc) == (
         None, "BTF: cannot read /sys/kernel/btf/vmlinux: No such file or directory")
-    assert probes.raw_defines(SOFTIRQ, _Bcc)[0] is not None  # softirq does not need BTF
+    assert probes.hot_defines(_Bcc, "6.18.44") is None
+    monkeypatch.setattr(probes, "_kernel_btf", lambda: _FakeBtf())
     monkeypatch.setattr(_Bcc, "raw", False)
-    assert probes.raw_defines(SOFTIRQ, _Bcc) == (None, "this kernel has no raw tracepoints")
+    assert probes.raw_defines(NET, _Bcc) == (None, "this kernel has no raw tracepoints")
     monkeypatch.setattr(_Bcc, "raw", True)
     monkeypatch.setenv(probes.NO_RAW_TP_ENV, "1")
-    assert probes.raw_defines(SOFTIRQ, _Bcc)[0] is None
+    assert probes.raw_defines(NET, _Bcc)[0] is None
     assert probes.raw_defines(next(p for p in probes.PROBES if p.name == "cpu_sample"), _Bcc)[0] is None
 
 
@@ -120,8 +142,8 @@ def test_raw_tracepoint_support_is_the_kernel_version_checked_once(fake_btf):
             return True
 
     # The caller's answer is used as given: bcc (which reads all of /proc/kallsyms) is not asked.
-    assert probes.raw_defines(SOFTIRQ, Asked, supported=False) == (None, "this kernel has no raw tracepoints")
-    assert probes.raw_defines(SOFTIRQ, Asked, supported=True)[0] == "#define SOFTIRQ_RAW_TP 1\n"
+    assert probes.raw_defines(NET, Asked, supported=False) == (None, "this kernel has no raw tracepoints")
+    assert probes.raw_defines(NET, Asked, supported=True)[0].startswith("#define NET_DEV_RAW_TP 1\n")
     assert Asked.calls == 0
 
 

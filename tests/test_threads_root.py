@@ -199,12 +199,14 @@ def test_sched_wait_survives_the_one_by_one_fallback(monkeypatch, tmp_path):
     for p in probes.PROBES:
         if p.name in ("proc_tree", "sched_wait"):
             (tmp_path / p.file).write_text((probes.Path(__file__).parents[1] / "probes" / p.file).read_text())
+    hot = probes.Path(__file__).parents[1] / "probes" / probes.HOT_EVENTS
+    (tmp_path / probes.HOT_EVENTS).write_text(hot.read_text())
     monkeypatch.setattr(probes, "PROBES", probes.PROBES + (probes.Probe("bogus", "bogus.bpf.c"),))
     bpf, used, unavailable = probes.load(import_bcc().BPF, ["proc_tree", "sched_wait", "bogus"])
     try:
         assert used == ["proc_tree", "sched_wait"], unavailable
         assert unavailable["bogus"].startswith("failed to compile or load")
-        assert b"sw_switch" in bpf.funcs  # attached by name
+        assert {b"raw_tracepoint__sched_switch", b"tracepoint__sched__sched_switch"} & set(bpf.funcs)
     finally:
         bpf.cleanup()
     bpf, used, unavailable = probes.load(import_bcc().BPF, ["sched_wait"])  # its dependency not asked for

@@ -148,22 +148,6 @@ def test_threads_of_other_processes_are_left_out():
     assert maps.forgotten and 9 in maps.forgotten[0][0]  # its map entry is still pruned
 
 
-SWITCH_FORMAT = """name: sched_switch
-format:
-\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
-\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;
-\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;
-\tfield:long prev_state;\toffset:32;\tsize:8;\tsigned:1;
-\tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;
-"""
-
-
-@pytest.mark.parametrize("field,expect", [("prev_comm", (8, 16)), ("prev_pid", (24, 4)),
-                                          ("prev_state", (32, 8)), ("next_pid", (56, 4)), ("pid", None)])
-def test_tracefs_field_offsets_are_parsed(field, expect):
-    assert probes.parse_field(SWITCH_FORMAT, field) == expect
-
-
 def test_a_probe_whose_dependency_is_unavailable_is_skipped_with_the_reason():
     by_name = {p.name: p for p in probes.PROBES}
     unavailable = {}

@@ -258,22 +258,27 @@ class BlockDrainer:
 
 
 class NetDrainer:
-    """net_dev: rows for net_io (dev, direction, bytes, packets) and the retransmit count."""
+    """net_dev: rows for net_io (dev, direction, bytes, packets) and the retransmit count. The
+    probe counts per CPU in slots named by the device (probes/net_dev.bpf.c): the CPUs' values
+    are summed per name and direction."""
 
     def __init__(self, bpf):
-        self.stats = bpf["net_stats"]
+        self.slots = bpf["net_slots"]
         self.retrans = bpf["tcp_retrans"]
         self.cum = _Cumulative()
         self.prev_retrans = 0
 
     def drain(self) -> tuple[list, int]:
         cur: dict = defaultdict(lambda: (0, 0))
-        for k, v in self.stats.items():
-            key = (k.dev.decode("utf-8", "replace"), NET_DIRS[min(k.dir, 1)])
-            b, p = cur[key]
-            cur[key] = (b + v.bytes, p + v.packets)
-        cur = dict(cur)
-        rows = [(dev, d, b, p) for (dev, d), (b, p) in sorted(self.cum.deltas(cur).items())]
+        for idx, per_cpu in self.slots.items():
+            for slot in per_cpu:
+                if not slot.packets:
+                    continue
+                name = bytes(ct.string_at(ct.addressof(slot.name), 16)).split(b"\0", 1)[0]
+                key = (name.decode("utf-8", "replace"), NET_DIRS[idx.value & 1])
+                b, p = cur[key]
+                cur[key] = (b + slot.bytes, p + slot.packets)
+        rows = [(dev, d, b, p) for (dev, d), (b, p) in sorted(self.cum.deltas(dict(cur)).items())]
         total = int(self.retrans[ct.c_int(0)].value)
         delta, self.prev_retrans = total - self.prev_retrans, total
         return rows, delta

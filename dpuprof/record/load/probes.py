@@ -6,13 +6,17 @@ the rest compile together in one bcc invocation (about 1 s), falling back to one
 combined program fails, so one bad probe never costs the others.
 
 A probe may ``need`` another (its maps are shared by name in the combined program; compiled alone
-it is compiled with what it needs), and may attach functions to tracepoints by name (``attach``:
-for a tracepoint another probe already handles with ``TRACEPOINT_PROBE``), reading the fields
-named in ``fields`` at the offsets tracefs gives, passed as ``TPOFF_<event>_<field>`` macros.
+it is compiled with what it needs), and may attach functions to tracepoints by name (``attach``).
 
-Hooks: softirq, net_dev, block_io and sched_wait's interrupt edges (the functions it attaches
-by name to irq, hrtimer and softirq entry and exit) attach to raw tracepoints where the kernel has them (and, for
-net_dev and block_io, where BTF gives the running kernel's struct offsets and constants): classic
+One program per hot event: sched_switch, sched_waking and softirq entry and exit each run one
+program, ``probes/hot_events.bpf.c``, appended to every build with ``HOOK_<probe>`` defined for
+the probes in it; it calls each probe's hook (``cpu_sample_on_switch``, ``sched_wait_on_switch``,
+...), so a probe that needs one of those events defines a hook instead of a program of its own.
+
+Hooks: the hot events, net_dev, block_io and sched_wait's interrupt edges (the functions it
+attaches by name to irq and hrtimer entry and exit) attach to raw tracepoints where the kernel
+has them (and, for the hot events, net_dev and block_io, where BTF gives the running kernel's
+struct offsets and constants): classic
 tracepoint programs are skipped while any other BPF program runs on that CPU (the kernel's
 bpf_prog_active recursion guard; each skip is a ``missed_<program>`` in the recording's ``lost``
 table), raw tracepoint programs only when they would recurse into themselves. Without raw
@@ -62,18 +66,18 @@ class Probe:
     needs: tuple[str, ...] = ()  # probes whose maps this one uses
     attach: tuple[tuple[str, str], ...] = ()  # (tracepoint, function) attached by name
     raw_attach: tuple[str, ...] = ()  # of those tracepoints, the ones attached raw with ``raw``
-    fields: tuple[tuple[str, str, int], ...] = ()  # (tracepoint, field, size in bytes) read by offset
 
 
-# Interrupt-handler edges: sched_wait charges wake-ups between them to "interrupt" (waker 0).
+# Interrupt-handler edges: sched_wait charges wake-ups between them to "interrupt" (waker 0). The
+# softirq edges reach it through hot_events' softirq programs.
 _IRQ_EDGES = ("irq:irq_handler_entry", "irq:irq_handler_exit", "timer:hrtimer_expire_entry",
-              "timer:hrtimer_expire_exit", "irq:softirq_entry", "irq:softirq_exit")
+              "timer:hrtimer_expire_exit")
+_SOFTIRQ_EDGES = ("irq:softirq_entry", "irq:softirq_exit")
 
 PROBES = (
     Probe("proc_tree", "proc_tree.bpf.c", ("sched:sched_process_fork",)),
     Probe("cpu_sample", "cpu_sample.bpf.c", ("sched:sched_switch",), perf_event=True),
-    Probe("softirq", "softirq.bpf.c", ("irq:softirq_entry", "irq:softirq_exit"),
-          raw=RawVariant("SOFTIRQ_RAW_TP")),
+    Probe("softirq", "softirq.bpf.c", _SOFTIRQ_EDGES),
     Probe("block_io", "block_io.bpf.c", ("block:block_rq_issue", "block:block_rq_complete"),
           raw=RawVariant("BLOCK_IO_RAW_TP",
                          (("BLK_RQ_Q_OFF", "request", "q", 8), ("BLK_RQ_FLAGS_OFF", "request", "cmd_flags", 4),
@@ -89,13 +93,17 @@ PROBES = (
     Probe("sock_io", "sock_io.bpf.c", ("sock:sock_send_length", "sock:sock_recv_length")),
     Probe("uprobes", "uprobes.bpf.c", ("task:task_newtask", "syscalls:sys_enter_getpgid")),  # record/load/uprobes.py
     Probe("sched_wait", "sched_wait.bpf.c",
-          ("sched:sched_switch", "sched:sched_waking", "sched:sched_wakeup_new", *_IRQ_EDGES),
+          ("sched:sched_switch", "sched:sched_waking", "sched:sched_wakeup_new", *_IRQ_EDGES, *_SOFTIRQ_EDGES),
           needs=("proc_tree",), raw=RawVariant("SCHED_WAIT_RAW_IRQ"), raw_attach=_IRQ_EDGES,
-          attach=(("sched:sched_switch", "sw_switch"),
-                  *((tp, "sw_irq_enter" if tp.endswith("entry") else "sw_irq_exit") for tp in _IRQ_EDGES)),
-          fields=(("sched:sched_switch", "prev_comm", 16), ("sched:sched_switch", "prev_pid", 4),
-                  ("sched:sched_switch", "prev_state", 8), ("sched:sched_switch", "next_pid", 4))),
+          attach=tuple((tp, "sw_irq_enter" if tp.endswith("entry") else "sw_irq_exit") for tp in _IRQ_EDGES)),
 )
+# The one program on each hot event (probes/hot_events.bpf.c): its raw version reads the pid of
+# the task switching in (or woken) at task_struct.pid, and needs sched_switch's prev_state
+# argument (Linux 5.18).
+HOT_EVENTS = "hot_events.bpf.c"
+HOT_RAW = RawVariant("HOT_RAW_TP", (("TASK_PID_OFF", "task_struct", "pid", 4),))
+HOT_RAW_SINCE = (5, 18)
+HOT_EVENT_NAMES = {"sched_switch", "sched_waking", "softirq_entry", "softirq_exit"}
 PROBE_NAMES = tuple(p.name for p in PROBES)
 REQUIRED = ("proc_tree", "cpu_sample")  # without these there is no workload or category split
 
@@ -196,39 +204,26 @@ def raw_defines(probe: Probe, bpf_cls, supported: bool | None = None) -> tuple[s
     return "\n".join(lines) + "\n", ""
 
 
-def field_offset(tp: str, field: str) -> tuple[int, int] | None:
-    """(offset, size) of ``field`` in tracepoint ``tp``'s record, from its tracefs format; None if absent."""
-    root = tracefs()
-    category, name = tp.split(":", 1)
-    try:
-        text = (root / "events" / category / name / "format").read_text() if root else ""
-    except OSError:
-        return None
-    return parse_field(text, field)
-
-
-def parse_field(format_text: str, field: str) -> tuple[int, int] | None:
-    """(offset, size) of ``field`` in a tracefs ``format`` file's text; None if absent."""
-    m = re.search(r"field:[^;]*[\s*]" + re.escape(field) + r"(?:\[\d+\])?;\s*offset:(\d+);\s*size:(\d+);",
-                  format_text)
-    return (int(m[1]), int(m[2])) if m else None
-
-
-def _field_defines(probe: Probe) -> str:
-    lines = []
-    for tp, field, size in probe.fields:
-        found = field_offset(tp, field)
-        if found is None or found[1] != size:
-            raise ValueError(f"{tp} field {field}: expected {size} bytes, tracefs has {found}")
-        lines.append(f"#define TPOFF_{tp.split(':', 1)[1]}_{field} {found[0]}")
-    return "\n".join(lines) + "\n" if lines else ""
-
-
 def _source(probe: Probe, defines: str | None = None) -> str:
-    text = _field_defines(probe) + (probe_dir() / probe.file).read_text()
+    text = (probe_dir() / probe.file).read_text()
     for name, size in map_entries_override().items():
         text = re.sub(_SIZED_MAP.format(name=re.escape(name)), lambda m: f"{m[1]}{size}{m[3]}", text)
     return (defines or "") + text
+
+
+def hot_source(probes: list[Probe], defines: str | None = None) -> str:
+    """The hot events' programs for ``probes`` (appended after their files): ``HOOK_<name>`` for
+    each, then ``defines`` (the raw version's, or None for the classic tracepoints)."""
+    hooks = "".join(f"#define HOOK_{p.name} 1\n" for p in probes)
+    return hooks + (defines or "") + (probe_dir() / HOT_EVENTS).read_text()
+
+
+def hot_defines(bpf_cls, release: str | None = None) -> str | None:
+    """The hot events' raw-version defines where this kernel (or ``release``) and its BTF allow
+    them, else None (classic tracepoints)."""
+    m = re.match(r"(\d+)\.(\d+)", release or os.uname().release)
+    recent = m is not None and (int(m[1]), int(m[2])) >= HOT_RAW_SINCE
+    return raw_defines(Probe("hot_events", HOT_EVENTS, raw=HOT_RAW), bpf_cls, recent)[0]
 
 
 def hooks(bpf) -> dict[str, str]:
@@ -238,8 +233,9 @@ def hooks(bpf) -> dict[str, str]:
     raw_fds = {k.decode() if isinstance(k, bytes) else k for k in getattr(bpf, "raw_tracepoint_fds", {})}
     out = {}
     for probe in PROBES:
-        if probe.raw is None:
-            continue
+        events = [tp.split(":", 1)[1] for tp in probe.tracepoints]
+        if probe.raw is None and not set(events) <= HOT_EVENT_NAMES:
+            continue  # one kind only
         if probe.raw_attach:  # functions attached by name: raw ones are keyed "event/function"
             fns = {fn for tp, fn in probe.attach if tp in probe.raw_attach}
             if any(k.split("/")[-1] in fns for k in raw_fds if "/" in k):
@@ -247,7 +243,6 @@ def hooks(bpf) -> dict[str, str]:
             elif fns & funcs:
                 out[probe.name] = "tracepoint"
             continue
-        events = [tp.split(":", 1)[1] for tp in probe.tracepoints]
         if any(f"raw_tracepoint__{e}" in funcs for e in events):
             out[probe.name] = "raw_tracepoint"
         elif any(f.startswith("tracepoint__") and f.split("__")[-1] in events for f in funcs):
@@ -307,10 +302,14 @@ def _load(bpf_cls, wanted: list[str]) -> tuple[object | None, list[str], dict[st
         return None, [], unavailable
     raw_ok = kernel_has_raw_tracepoints()  # once per load, not per probe
     variants = {p.name: raw_defines(p, bpf_cls, raw_ok)[0] for p in candidates}
-    try:
-        return _build(bpf_cls, candidates, variants), [p.name for p in candidates], unavailable
-    except Exception:  # bcc raises a bare Exception on compile/load failure
-        pass
+    variants[HOT_EVENTS] = hot_defines(bpf_cls) if raw_ok else None
+    for hot in dict.fromkeys((variants[HOT_EVENTS], None)):
+        try:
+            bpf = _build(bpf_cls, candidates, {**variants, HOT_EVENTS: hot})
+            return bpf, [p.name for p in candidates], unavailable
+        except Exception:  # bcc raises a bare Exception on compile/load failure
+            pass
+    variants[HOT_EVENTS] = None  # from here on, the hot events on their classic tracepoints
     # Find the culprit(s) one by one, each with what it needs (a raw-tracepoint version that fails
     # falls back to the classic one), then load the survivors together.
     by_name = {p.name: p for p in PROBES}
@@ -348,8 +347,11 @@ def _with_needs(probes: list[Probe], unavailable: dict[str, str]) -> list[Probe]
 
 def _build(bpf_cls, probes: list[Probe], variants: dict):
     """One bcc program of ``probes`` (in order, each in its ``variants`` version: raw-tracepoint
-    defines or None), with their by-name attachments made."""
-    bpf = bpf_cls(text="\n".join(_source(p, variants.get(p.name)) for p in probes), cflags=CFLAGS)
+    defines or None) and their hot events' programs (``variants[HOT_EVENTS]``), with their
+    by-name attachments made."""
+    text = "\n".join([*(_source(p, variants.get(p.name)) for p in probes),
+                      hot_source(probes, variants.get(HOT_EVENTS))])
+    bpf = bpf_cls(text=text, cflags=CFLAGS)
     if hasattr(bpf, "tracepoint_fds"):
         bpf.cleanup = functools.partial(attach.cleanup_in_parallel, bpf, bpf.cleanup)
     try:
