@@ -208,11 +208,23 @@ def prog_names() -> dict[int, str]:
         return {}
 
 
+def stat_cpu(text: str, tick: int) -> tuple[float, float]:
+    """From the text of /proc/PID/stat: the process's own CPU seconds (utime + stime, all its
+    threads) and those of the children it reaped (cutime + cstime)."""
+    fields = text[text.rindex(")") + 2:].split()  # fields[0] is the state, field 3 of stat(5)
+    return (int(fields[11]) + int(fields[12])) / tick, (int(fields[13]) + int(fields[14])) / tick
+
+
 def run_cmd(cmd: list[str], timeout: float = 900, rss: bool = False, period: float = 0.5,
-            bpf: bool = False, smaps_every: float = 0.0, **kw) -> tuple[subprocess.CompletedProcess, RssSampler | None]:
+            bpf: bool = False, smaps_every: float = 0.0, cwd: Path | str = ROOT, exit_stat: bool = False,
+            **kw) -> tuple[subprocess.CompletedProcess, RssSampler | None]:
     """Run ``cmd`` to completion. The result also carries ``cpu_s``: the CPU time of the command and
-    every descendant it reaped (``wait4``), e.g. a recorder plus its whole workload."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, **kw)
+    every descendant it reaped (``wait4``), e.g. a recorder plus its whole workload. With
+    ``exit_stat``, also ``own_cpu_s`` and ``reaped_cpu_s`` (stat_cpu): /proc/PID/stat read once the
+    command has exited but before it is reaped (waitid WNOWAIT), so the launched process's own CPU
+    (a recorder's, complete up to its last instruction) apart from its children's (the workload it
+    forked); both None where that read failed."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, **kw)
     sampler = None
     if rss:
         sampler = RssSampler(proc.pid, period, bpf=bpf, smaps_every=smaps_every)
@@ -224,6 +236,11 @@ def run_cmd(cmd: list[str], timeout: float = 900, rss: bool = False, period: flo
         r.start()
     timer = threading.Timer(timeout, proc.kill)
     timer.start()
+    own = None
+    if exit_stat:
+        with contextlib.suppress(OSError):
+            os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)  # exited, not reaped: /proc still has it
+            own = stat_cpu(Path(f"/proc/{proc.pid}/stat").read_text(), os.sysconf("SC_CLK_TCK"))
     _, status, ru = os.wait4(proc.pid, 0)
     expired = not timer.is_alive()
     timer.cancel()
@@ -237,6 +254,7 @@ def run_cmd(cmd: list[str], timeout: float = 900, rss: bool = False, period: flo
         raise RuntimeError(f"timed out after {timeout} s: {' '.join(cmd)}")
     res = subprocess.CompletedProcess(cmd, proc.returncode, chunks.get("out", ""), chunks.get("err", ""))
     res.cpu_s = ru.ru_utime + ru.ru_stime
+    res.own_cpu_s, res.reaped_cpu_s = own if own else (None, None)
     return res, sampler
 
 
