@@ -8,7 +8,8 @@
 //           shows) and threads living less than one interval are accounted.
 // Maps:     sw_threads  HASH tid -> struct sw_thread (state and cumulative times)   (16384 entries)
 //                       user space deletes an entry once the thread has exited and been accounted
-//           sw_waits    HASH (tid, tgid, state, waker tgid, waker tid) -> {ns, count}, cumulative
+//           sw_waits    HASH (tid, tgid, state, waker tgid, waker tid) -> {ns, count}, cumulative;
+//                       the waker's tid for a main thread's waits, its tgid for other threads'
 //                                                                                   (16384 entries)
 //           sw_cpu      PERCPU_ARRAY [0] = time of the last sched_switch on this CPU
 //           sw_irq      PERCPU_ARRAY [0] = interrupt-handler nesting depth on this CPU
@@ -97,10 +98,14 @@ static inline struct sw_thread *sw_get(u32 tid) {
     return t;
 }
 
-// Ends the wait of thread `tid` (entry `t`) at `now`, charging it to the waker.
+// Ends the wait of thread `tid` (entry `t`) at `now`, charging it to the waker. Only a process's
+// main thread (a rank, a DataLoader worker: the threads the critical-path model follows) keeps the
+// waker's thread; another thread's wait is charged to the waker's process (waker_tid = its tgid):
+// with the waker's thread in the key, T threads handing a lock or the GIL to each other made up to
+// T x T keys (4 x 128 Python threads filled the 16384 entries in seconds).
 static inline void sw_add_wait(u32 tid, struct sw_thread *t, u32 waker_tgid, u32 waker_tid, u64 now) {
-    struct sw_wait_key key = {.tid = tid, .tgid = t->tgid, .state = t->wait_state,
-                              .waker_tgid = waker_tgid, .waker_tid = waker_tid};
+    struct sw_wait_key key = {.tid = tid, .tgid = t->tgid, .state = t->wait_state, .waker_tgid = waker_tgid,
+                              .waker_tid = tid == t->tgid ? waker_tid : waker_tgid};
     u64 ns = now - t->wait_ts;
     t->wait_ts = 0;
     struct sw_wait_val init = {};

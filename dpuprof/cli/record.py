@@ -76,8 +76,12 @@ Examples:
                    "frames are resolved at each drain, so a process that lives shorter than this "
                    "is classified by its kernel frames only: lower it for short-lived tools.")
 @click.option("--probes", default="all", show_default=True,
-              help="Comma-separated probes (proc_tree, cpu_sample, softirq, block_io, net_dev, sock_io), "
-                   "'all', or 'psutil' for a light mode without root or eBPF.")
+              help="Comma-separated probes (proc_tree, cpu_sample, softirq, block_io, net_dev, sock_io, "
+                   "sched_wait, uprobes), 'all', or 'psutil' for a light mode without root or eBPF.")
+@click.option("--light", is_flag=True,
+              help="The setting for long or always-on runs: -F 19 and every probe but the per-thread "
+                   "waits (sched_wait) and uprobes, so no critical-path inputs (the projection's "
+                   "speedup falls back to CPU seconds). An explicit -F or --probes wins.")
 @click.option("--rules", "rules", default=None, metavar="FILE",
               help="Classification rules (the format of dpuprof/data/rules.toml, docs/taxonomy.md) "
                    "tried before the built-in ones, so they extend or override them. The recording "
@@ -101,8 +105,9 @@ Examples:
                    "gives .py frames; the interpreter then writes /tmp/perf-PID.map, which dpuprof removes once "
                    "that process has exited and the recording has ended, unless PYTHONPERFSUPPORT was already set).")
 @click.argument("command", nargs=-1, required=False, type=click.UNPROCESSED)
-def record(output, pids, system_wide, cgroup, duration_s, freq_hz, interval_s, probes, rules, job_id, quiet, as_root,
-           term_after_s, kill_after_s, codec_uprobes, no_python_frames, command):
+@click.pass_context
+def record(ctx, output, pids, system_wide, cgroup, duration_s, freq_hz, interval_s, probes, light, rules, job_id,
+           quiet, as_root, term_after_s, kill_after_s, codec_uprobes, no_python_frames, command):
     """Run COMMAND (or attach with -p, --cgroup, -a) and record host CPU by category (network,
     storage, crypto, compression, compute, kernel_other), bytes moved and IO counts.
 
@@ -140,6 +145,12 @@ def record(output, pids, system_wide, cgroup, duration_s, freq_hz, interval_s, p
         from dpuprof.record.stacks.classify import Classifier
 
         Classifier(extra=rules)  # a bad file: one line and exit 2 now, not after the probes load
+    if light:
+        from dpuprof.record.load.probes import LIGHT_PROBES, LIGHT_FREQ_HZ
+
+        default = click.core.ParameterSource.DEFAULT
+        freq_hz = LIGHT_FREQ_HZ if ctx.get_parameter_source("freq_hz") == default else freq_hz
+        probes = ",".join(LIGHT_PROBES) if ctx.get_parameter_source("probes") == default else probes
     names = [p.strip() for p in probes.split(",") if p.strip()]
     psutil_only = names == ["psutil"]
     if "psutil" in names and not psutil_only:

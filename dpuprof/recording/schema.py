@@ -188,6 +188,10 @@ CREATE TABLE IF NOT EXISTS threads (
 -- device interrupt, an expiring hrtimer, a softirq; -1 when the wake-up was not seen, the wait
 -- then ending at the switch-in), ns the time from switch-out to wake-up, count the wake-ups. A
 -- wait is counted in the interval its wake-up falls in; preemption is run-queue time, not a wait.
+-- v5: waker_tid is the waking thread only for the waits of a process's main thread (tid = pid:
+-- a rank, a DataLoader worker, the threads the critical-path model follows); another thread's
+-- waits name the waker's process (waker_tid = waker_pid), which bounds the keys at threads x
+-- processes rather than threads x threads.
 -- v2/v3 stored the table thread_wait (interval, tid, state TEXT, waker_pid, waker_tid, ns, count);
 -- v4 stores thread_wait_packed, state as a code: 1 "sleep", 2 "io", 3 "other" (threadpack.py).
 -- v2: CPU samples of workload threads per interval x thread x subcategory (the per-thread view

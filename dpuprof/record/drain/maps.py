@@ -248,10 +248,10 @@ class BlockDrainer:
 
     def drain(self) -> tuple[list, list]:
         io = {}
-        for k, v in self.stats.items():
+        for k, v in snapshot(self.stats):
             name = self.names.setdefault(k.dev, _block_dev_name(k.dev))
             io[(name, BLOCK_OPS[min(k.op, 2)])] = (v.bytes, v.ios)
-        lat = {(BLOCK_OPS[min(k.op, 2)], 1 << k.slot): (v.value,) for k, v in self.lat.items()}
+        lat = {(BLOCK_OPS[min(k.op, 2)], 1 << k.slot): (v.value,) for k, v in snapshot(self.lat)}
         io_rows = [(dev, op, b, n) for (dev, op), (b, n) in sorted(self.cum_io.deltas(io).items())]
         lat_rows = [(op, le, n) for (op, le), (n,) in sorted(self.cum_lat.deltas(lat).items())]
         return io_rows, lat_rows
@@ -293,7 +293,7 @@ class SockDrainer:
 
     def drain(self) -> list[tuple]:
         cur: dict = defaultdict(lambda: (0, 0))
-        for k, v in self.stats.items():
+        for k, v in snapshot(self.stats):
             key = (k.tgid, IPPROTO.get(k.protocol, str(k.protocol)), SOCK_DIRS[min(k.dir, 1)])
             b, c = cur[key]
             cur[key] = (b + v.bytes, c + v.calls)
@@ -343,7 +343,7 @@ class TreeDrainer:
         self.tree[ct.c_uint32(recorder_pid)] = ct.c_uint32(0)
 
     def parents(self) -> dict[int, int]:
-        return {k.value: v.value for k, v in self.tree.items()}
+        return {k.value: v.value for k, v in snapshot(self.tree)}
 
 
 def descendants(parents: dict[int, int], root: int) -> set[int]:

@@ -21,13 +21,18 @@ the intervals.
 
 from __future__ import annotations
 
-import ctypes as ct
 import os
 import time
 from dataclasses import dataclass
 
+from dpuprof.record.drain.mapio import delete_keys, snapshot
+
 WAIT_STATES = {1: "sleep", 2: "io", 3: "other"}
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
+# A live thread's name is read from /proc at first sight, then every this many intervals: threads
+# name themselves as they start (pthread_setname_np), and reading every thread's comm every
+# interval was one file read per thread per second (512 a second on a 4 x 128-thread job).
+COMM_REFRESH = 10
 
 
 @dataclass(frozen=True)
@@ -130,27 +135,19 @@ class SchedWaitMaps:
         """({tid: BpfThread}, {(tid, pid, state, waker_pid, waker_tid): (ns, count)}), cumulative."""
         mono_to_unix = time.time() - time.monotonic()  # bpf_ktime_get_ns is CLOCK_MONOTONIC
         threads = {}
-        for k, v in self.threads.items():
+        for k, v in snapshot(self.threads):
             threads[k.value] = BpfThread(
                 tid=k.value, pid=v.tgid, born=v.born_ts / 1e9 + mono_to_unix if v.born_ts else None,
                 exited=v.exit_ts / 1e9 + mono_to_unix if v.exit_ts else None,
                 on_cpu_ns=v.on_ns, runq_ns=v.runq_ns, comm=v.comm.decode("utf-8", "replace"))
-        waits = {(k.tid, k.tgid, k.state, k.waker_tgid, k.waker_tid): (v.ns, v.count) for k, v in self.waits.items()}
+        waits = {(k.tid, k.tgid, k.state, k.waker_tgid, k.waker_tid): (v.ns, v.count)
+                 for k, v in snapshot(self.waits)}
         return threads, waits
 
     def forget(self, tids: set[int], wait_keys) -> None:
         """Delete the entries of exited threads ``tids`` and their ``wait_keys``."""
-        for tid in tids:
-            try:
-                del self.threads[ct.c_uint32(tid)]
-            except KeyError:
-                pass
-        for key in wait_keys:
-            k = self.waits.Key(*key)
-            try:
-                del self.waits[k]
-            except KeyError:
-                pass
+        delete_keys(self.threads, [self.threads.Key(tid) for tid in tids])
+        delete_keys(self.waits, [self.waits.Key(*key) for key in wait_keys])
 
 
 class ThreadRecorder:
@@ -173,6 +170,8 @@ class ThreadRecorder:
         self.born: dict[int, float] = {}
         self.pid_of: dict[int, int] = {}
         self.probe_runq: set[int] = set()  # live threads whose runq_ns comes from the probe
+        self.comms: dict[int, str] = {}  # tid -> name, read from /proc (COMM_REFRESH)
+        self.count = 0  # intervals so far
 
     def interval(self, t0: float, t1: float, workload: set[int],
                  thread_stats: dict[int, dict[int, tuple[int, int]]]) -> tuple[dict[str, list], list[tuple]]:
@@ -254,10 +253,14 @@ class ThreadRecorder:
 
     def _thread_rows(self, t1, alive, gone, bpf_threads) -> list[tuple]:
         rows = []
+        self.count += 1
+        refresh = self.count % COMM_REFRESH == 1
         for tid in sorted(alive):
             pid = self.pid_of[tid]
             b = bpf_threads.get(tid)
-            comm = thread_comm(pid, tid) or (b.comm if b else "")
+            if refresh or tid not in self.comms:
+                self.comms[tid] = thread_comm(pid, tid) or (b.comm if b else "")
+            comm = self.comms[tid]
             last = min(t1, b.exited) if b is not None and b.exited else t1
             rows.append((tid, pid, comm, self.born.get(tid, t1), last))
         for tid in sorted(gone):
@@ -268,7 +271,7 @@ class ThreadRecorder:
     def _forget(self, alive, bpf_threads, finished: set[int], waits) -> None:
         """Drop what is kept about threads that are accounted for the last time."""
         keep = set(alive) | (set(bpf_threads) - finished)
-        for known in (self.born, self.pid_of, self.bpf_base):
+        for known in (self.born, self.pid_of, self.bpf_base, self.comms):
             for tid in [t for t in known if t not in keep]:
                 del known[tid]
         if self.maps is not None and finished:
