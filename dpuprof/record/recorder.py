@@ -265,11 +265,13 @@ class Recorder:
         return self.work.pids(self.source.parents())
 
     def _is_process(self, pid: int) -> bool:
+        """Whether ``pid`` is a thread-group leader; asked once per id: a live thread that is not
+        its group's leader never becomes one under the same id, and the workload's ids include
+        every thread's (re-reading /proc/TID/status for each of 512 threads every interval was a
+        quarter of the drain's file reads)."""
         ok = self.process_ok.get(pid)
         if ok is None:
-            ok = is_process(pid)
-            if ok or not os.path.exists(f"/proc/{pid}"):
-                self.process_ok[pid] = ok
+            ok = self.process_ok[pid] = is_process(pid)
         return ok
 
     def _note_process(self, pid: int, comm: str | None, in_workload: bool, now: float, ppid=None):
@@ -293,6 +295,8 @@ class Recorder:
         workload = self._workload_pids()
         parents = self.source.parents() or {}
         live_workload = [p for p in workload if self._is_process(p)]
+        if len(self.process_ok) > 2 * len(workload):  # ids that left the workload (pids are reused)
+            self.process_ok = {p: ok for p, ok in self.process_ok.items() if p in workload}
         self.procs.sample(self.work.take_moved_in())  # baselines only: their CPU before joining is not ours
         proc = self.procs.sample(live_workload)
         self.workload_cpu_s += sum(user + system for _, user, system in proc.proc_cpu)

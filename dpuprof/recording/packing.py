@@ -20,16 +20,20 @@ _MAX_BYTES = 9
 def pack_ids(ids) -> bytes:
     """The packed bytes of the non-negative integers ``ids`` (in order)."""
     out = bytearray()
+    append = out.append
     for value in ids:
-        if value != int(value) or not 0 <= int(value) <= MAX_ID:
+        if type(value) is not int:  # numpy integers, floats: whole values only
+            if value != int(value):
+                raise ValueError(f"packed value {value} is not an integer from 0 to 2**62-1")
+            value = int(value)
+        if 0 <= value < 0x80:  # most values (deltas, small ids, counts): one byte, one append
+            append(value)
+            continue
+        if not 0 <= value <= MAX_ID:
             raise ValueError(f"packed value {value} is not an integer from 0 to 2**62-1")
-        value = int(value)
-        groups = [value & 0x7F]
-        value >>= 7
-        while value:
-            groups.append(0x80 | (value & 0x7F))
-            value >>= 7
-        out.extend(reversed(groups))
+        for shift in range((value.bit_length() - 1) // 7 * 7, 0, -7):
+            append(0x80 | (value >> shift) & 0x7F)
+        append(value & 0x7F)
     return bytes(out)
 
 
