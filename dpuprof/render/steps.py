@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from dpuprof.categories import CATEGORIES, IDLE, INFRASTRUCTURE
+from dpuprof.categories import CATEGORIES, INFRASTRUCTURE, NOT_WORK
 from dpuprof.render.memo import per_recording
 
 #: Said wherever per-step CPU is shown.
@@ -127,7 +127,7 @@ def steps_view(rec) -> StepsView | None:
         return None
     kind, pid, ranks, t = marks
     cat = rec.table("cpu_category")
-    cat = cat[cat["category"] != IDLE]
+    cat = cat[~cat["category"].isin(NOT_WORK)]
     per = cat.pivot_table(index="interval", columns="category", values="cpu_s", aggfunc="sum") \
         if not cat.empty else pd.DataFrame()
     per = per.reindex(columns=list(CATEGORIES)).fillna(0.0)
