@@ -87,6 +87,8 @@ CREATE TABLE IF NOT EXISTS subcategories (
 -- time counts 1 / sample_freq_hz per sample; one that ran but was never sampled has samples 0 and
 -- subcategory kernel_other.unsampled. Idle (pid 0) gives up what workload processes were charged
 -- above their run_ns (time they ran in the idle task's context), so the host still adds up.
+-- v5: category observer (subcategory observer.bpf) holds samples whose kernel stack ran one of
+-- dpuprof's own BPF programs (docs/taxonomy.md): not work of the process, kept out of its totals.
 -- v3 stores one row per interval: counts is the packed list (packing.py) of (pid,
 -- subcategory_id, samples, cpu_ns) 4-tuples, ascending. (v1/v2 stored the table cpu_category, one
 -- row per tuple with the names as text and cpu_s REAL; in v3 cpu_category is a view of this table
