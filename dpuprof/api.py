@@ -62,7 +62,8 @@ class Run:
     def categories(self, workload: bool = False):
         """Classified CPU: DataFrame[interval, t_start, t_s, pid, comm, category, subcategory,
         samples, cpu_s], one row per interval x process x subcategory, ``cpu_s`` in CPU seconds.
-        Idle rows (category "idle", pid 0) are included; ``workload=True`` keeps only the workload's
+        Idle rows (category "idle", pid 0) and observer rows (category "observer": samples in
+        dpuprof's own BPF programs) are included; ``workload=True`` keeps only the workload's
         processes. Empty for a psutil-mode recording (no category split)."""
         rec = self.recording
         df = rec.table("cpu_category")
@@ -77,7 +78,8 @@ class Run:
     def stacks(self):
         """Stack samples summed over the run: DataFrame[pid, comm, folded, category, subcategory,
         samples], ``folded`` root first, frames joined by ';' (flamegraph.pl's convention, without
-        the process frame the reports put on top). Idle and the recorder's own process are left out,
+        the process frame the reports put on top). Idle, observer (dpuprof's own BPF programs) and the
+        recorder's own process are left out,
         as in every flame graph, so ``samples.sum()`` equals ``dpuprof report --format folded``'s."""
         from dpuprof.categories import NOT_WORK
         from dpuprof.render.view import workload_stack_samples

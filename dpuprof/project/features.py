@@ -31,7 +31,8 @@ IP_PROTOCOLS = ("tcp", "udp", "sctp", "mptcp", "udplite")
 def demand(inp: ProjectionInput) -> pd.DataFrame:
     """CPU seconds per subcategory: DataFrame[category, subcategory, host_s, workload_s].
 
-    ``host_s``: all processes (pid 0 idle excluded); ``workload_s``: the job's own processes.
+    ``host_s``: all processes (idle, and observer: dpuprof's own BPF programs, excluded);
+    ``workload_s``: the job's own processes.
     Sorted by category then subcategory.
     """
     cpu = inp.table("cpu_category")

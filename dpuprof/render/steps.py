@@ -12,8 +12,8 @@ CPU: the recording holds CPU per interval (1 s by default), not per step, so eac
 is **apportioned to the steps by time overlap**: a step that covers a quarter of an interval gets a
 quarter of that interval's CPU, as if the interval's CPU was spent evenly over it. A step's CPU is
 therefore smoothed over the interval length; sums over many steps are exact up to the first and
-last partial intervals. CPU is host-wide (every process, the recorder included; idle excluded), like
-the report's "Host CPU by category".
+last partial intervals. CPU is host-wide (every process, the recorder included; idle and observer
+excluded), like the report's "Host CPU by category".
 """
 
 from __future__ import annotations
