@@ -13,7 +13,8 @@ MAX_ABS = float(2 ** 53)
 
 # Columns whose values must be text (everything else must be numbers).
 _TEXT_COLUMNS = {"comm", "cmdline", "category", "subcategory", "folded", "vector", "dev", "op",
-                 "direction", "protocol", "event", "field", "kind", "state", "lib", "func", "cgroup", "cause", "program"}
+                 "direction", "protocol", "event", "field", "kind", "state", "lib", "func", "cgroup", "cause",
+                 "program"}
 
 
 def fail(path, why: str):

@@ -4,10 +4,11 @@ A stack is given as two lists of frame strings, root first: kernel frames (symbo
 frames (``"symbol (module)"``, ``"[unknown] (module)"`` or ``"[unknown]"``), plus the sampled
 thread's name (comm). A kernel stack with an ``[[observer]]`` frame anywhere in it (dpuprof's own
 BPF programs, the helpers they call, the kernel code that runs them) is the recorder's cost and
-goes to that observer subcategory before any other rule is tried. Otherwise the leaf-most frame that matches a rule decides; context rules then move
-memory management, scheduling and syscall entry/exit work done under a network or storage frame
-(or in a collective library's transport thread) to that category; and a kernel sample gets the
-*cause* named by its leaf-most user frame that a user-space rule matches (docs/taxonomy.md).
+goes to that observer subcategory before any other rule is tried. Otherwise the leaf-most frame
+that matches a rule decides; context rules then move memory management, scheduling and syscall
+entry/exit work done under a network or storage frame (or in a collective library's transport
+thread) to that category; and a kernel sample gets the *cause* named by its leaf-most user frame
+that a user-space rule matches (docs/taxonomy.md).
 This module needs neither bcc nor root, so tests can classify stacks captured from real recordings.
 """
 
