@@ -62,7 +62,8 @@ class Run:
     def categories(self, workload: bool = False):
         """Classified CPU: DataFrame[interval, t_start, t_s, pid, comm, category, subcategory,
         samples, cpu_s], one row per interval x process x subcategory, ``cpu_s`` in CPU seconds.
-        Idle rows (category "idle", pid 0) are included; ``workload=True`` keeps only the workload's
+        Idle rows (category "idle", pid 0) and observer rows (category "observer": samples in
+        dpuprof's own BPF programs) are included; ``workload=True`` keeps only the workload's
         processes. Empty for a psutil-mode recording (no category split)."""
         rec = self.recording
         df = rec.table("cpu_category")
@@ -77,16 +78,17 @@ class Run:
     def stacks(self):
         """Stack samples summed over the run: DataFrame[pid, comm, folded, category, subcategory,
         samples], ``folded`` root first, frames joined by ';' (flamegraph.pl's convention, without
-        the process frame the reports put on top). Idle and the recorder's own process are left out,
+        the process frame the reports put on top). Idle, observer (dpuprof's own BPF programs) and the
+        recorder's own process are left out,
         as in every flame graph, so ``samples.sum()`` equals ``dpuprof report --format folded``'s."""
-        from dpuprof.categories import IDLE
+        from dpuprof.categories import NOT_WORK
         from dpuprof.render.view import workload_stack_samples
 
         rec = self.recording
         ss = workload_stack_samples(rec)
         agg = ss.groupby(["pid", "stack_id"], as_index=False)["samples"].sum()
         agg = agg.merge(rec.table("stacks"), on="stack_id", how="inner")
-        agg = agg[agg["category"] != IDLE]
+        agg = agg[~agg["category"].isin(NOT_WORK)]
         names = rec.table("processes").drop_duplicates("pid").set_index("pid")["comm"]
         agg["comm"] = agg["pid"].map(names).fillna("")
         out = agg.groupby(["pid", "comm", "folded", "category", "subcategory"], as_index=False)["samples"].sum()
@@ -97,14 +99,14 @@ class Run:
         "workload" (the recorded command's tree), "recorder" (dpuprof itself) or "other";
         ``cpu_s`` busy CPU seconds from the classified samples (psutil mode: the workload's
         user + system time from proc_cpu, 0 for the rest). Largest first."""
-        from dpuprof.categories import IDLE
+        from dpuprof.categories import NOT_WORK
         from dpuprof.render.view import recorder_pid
 
         rec = self.recording
         procs = rec.table("processes").drop_duplicates("pid").copy()
         if rec.category_split:
             cat = rec.table("cpu_category")
-            cpu = cat[cat["category"] != IDLE].groupby("pid")["cpu_s"].sum()
+            cpu = cat[~cat["category"].isin(NOT_WORK)].groupby("pid")["cpu_s"].sum()
         else:
             pc = rec.table("proc_cpu")
             cpu = (pc["user_s"] + pc["system_s"]).groupby(pc["pid"]).sum()

@@ -89,7 +89,7 @@ def test_categories_add_up_to_recorded_cpu(name, summaries, fixture_copy):
     # what dpuprof charges the workload); that time also ran in whatever task was current, and
     # when that was not idle (a busy host) it counts twice -- most for the IO-heavy scenario.
     capacity = rec.meta["cpu_count"] * s["duration_s"]
-    host = sum(s["host_cpu"]["by_category"].values()) + s["host_cpu"]["idle_s"]
+    host = sum(s["host_cpu"]["by_category"].values()) + s["host_cpu"]["idle_s"] + s["host_cpu"]["observer_s"]
     assert host == pytest.approx(capacity, rel=0.02)
     # And the host's busy categories agree with the kernel's own /proc/stat accounting, to 5 %:
     # /proc/stat is tick-sampled, and under NOHZ it counts the interrupt and wake-up work done in

@@ -291,7 +291,8 @@ def test_cli_json_is_the_summary_contract(fixture, fixture_copy):
     got = json.loads(res.stdout)
     want = summarize(load(fixture))
     # the report adds lost_shares and recorder (and window, projection) to the recording summary
-    added = ("projection", "lost_shares", "recorder", "window", "gpu", "gpu_note", "steps", "kernel_by_cause")
+    added = ("projection", "lost_shares", "recorder", "observer_cost", "window", "gpu", "gpu_note", "steps",
+             "kernel_by_cause")
     assert {k: v for k, v in got.items() if k not in added} == json.loads(json.dumps(want))
     assert [x["kind"] for x in got["lost_shares"]] and got["recorder"]["pid"] == load(fixture).meta["recorder_pid"]
 

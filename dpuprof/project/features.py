@@ -17,7 +17,7 @@ from functools import cached_property
 
 import pandas as pd
 
-from dpuprof.categories import IDLE, top_level
+from dpuprof.categories import NOT_WORK, top_level
 from dpuprof.project import codecs
 from dpuprof.project.inputs import ProjectionInput
 from dpuprof.recording.folded import split as split_frames
@@ -31,14 +31,15 @@ IP_PROTOCOLS = ("tcp", "udp", "sctp", "mptcp", "udplite")
 def demand(inp: ProjectionInput) -> pd.DataFrame:
     """CPU seconds per subcategory: DataFrame[category, subcategory, host_s, workload_s].
 
-    ``host_s``: all processes (pid 0 idle excluded); ``workload_s``: the job's own processes.
+    ``host_s``: all processes (idle, and observer: dpuprof's own BPF programs, excluded);
+    ``workload_s``: the job's own processes.
     Sorted by category then subcategory.
     """
     cpu = inp.table("cpu_category")
     cols = ["category", "subcategory", "host_s", "workload_s"]
     if cpu.empty:
         return pd.DataFrame(columns=cols)
-    busy = cpu[cpu["category"] != IDLE]
+    busy = cpu[~cpu["category"].isin(NOT_WORK)]
     busy = busy.assign(subcategory=busy["subcategory"].where(busy["subcategory"] != "", busy["category"]))
     host = busy.groupby("subcategory")["cpu_s"].sum()
     wl = busy[busy["pid"].isin(inp.workload_pids)].groupby("subcategory")["cpu_s"].sum()

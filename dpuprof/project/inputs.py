@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from dpuprof.categories import OBSERVER
 from dpuprof.errors import UserError
 from dpuprof.recording.schema import TABLES
 
@@ -35,6 +36,12 @@ class ProjectionInput:
     ``frames[name]`` holds the recording table ``name`` (columns of ``schema.TABLES``); missing
     tables are empty. ``workload_pids`` are the processes of the recorded job (in_workload=1).
     ``cpu_count`` host CPUs, ``duration_s`` wall seconds; capacity = cpu_count x duration_s.
+
+    Rows of the ``observer`` category (samples in dpuprof's own BPF programs: the recorder's cost,
+    docs/taxonomy.md) are dropped from ``cpu_category``, ``stacks`` and ``thread_category`` here,
+    once, so no part of the model can count or offer to offload them. Each process's other rows
+    already hold only its own work (the exact time was split over all its samples, observer ones
+    included, when recorded), so nothing is re-spread.
     """
 
     cpu_count: int
@@ -43,6 +50,9 @@ class ProjectionInput:
     frames: dict = field(default_factory=dict)
     source: str = ""
 
+    def __post_init__(self) -> None:
+        self.frames = {name: _without_observer(name, df) for name, df in self.frames.items()}
+
     def table(self, name: str) -> pd.DataFrame:
         df = self.frames.get(name)
         return empty(name) if df is None else df
@@ -50,6 +60,20 @@ class ProjectionInput:
     @property
     def capacity_s(self) -> float:
         return float(self.cpu_count) * float(self.duration_s)
+
+
+def _without_observer(name: str, df):
+    """``df`` (recording table ``name``) less its observer rows; other tables unchanged."""
+    if df is None or df.empty:
+        return df
+    if name in ("cpu_category", "stacks") and "category" in df.columns:
+        keep = df["category"] != OBSERVER
+    elif name == "thread_category" and "subcategory" in df.columns:
+        sub = df["subcategory"].astype(str)
+        keep = ~(sub.str.startswith(OBSERVER + ".") | (sub == OBSERVER))
+    else:
+        return df
+    return df if keep.all() else df[keep].reset_index(drop=True)
 
 
 def from_recording(rec) -> ProjectionInput:

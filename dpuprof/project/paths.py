@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from dpuprof.categories import IDLE
+from dpuprof.categories import NOT_WORK
 from dpuprof.project.window import Window
 
 RANK_MIN_BUSY = 0.05
@@ -111,7 +111,7 @@ def build(frames: dict, workload_pids: set, cpu_count: int, window: Window, rows
     ids = set(window.intervals)
     tt = tt[tt["interval"].isin(ids)]
     cpu = frames["cpu_category"]
-    cpu = cpu[cpu["interval"].isin(ids) & (cpu["category"] != IDLE)]
+    cpu = cpu[cpu["interval"].isin(ids) & ~cpu["category"].isin(NOT_WORK)]
     frac_wl, frac_host = freed_fraction(rows, True), freed_fraction(rows, False)
     host_by_sub = cpu.groupby("subcategory")["cpu_s"].sum()
     host_samples = cpu.groupby("subcategory")["samples"].sum()

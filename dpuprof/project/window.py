@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from dpuprof.categories import NOT_WORK
 from dpuprof.errors import UserError
 
 WARMUP_STEPS = 3
@@ -109,7 +110,7 @@ def choose(intervals: pd.DataFrame, cpu: pd.DataFrame, workload_pids: set, marke
 
 
 def _from_data(iv: pd.DataFrame, t0: float, cpu: pd.DataFrame, workload_pids: set) -> Window:
-    wl = cpu[cpu["pid"].isin(workload_pids) & (cpu["category"] != "idle")] if not cpu.empty else cpu
+    wl = cpu[cpu["pid"].isin(workload_pids) & ~cpu["category"].isin(NOT_WORK)] if not cpu.empty else cpu
     per = wl.groupby("interval")["cpu_s"].sum().reindex(iv["interval"], fill_value=0.0) if not wl.empty \
         else pd.Series(0.0, index=iv["interval"])
     rate = per.to_numpy() / (iv["t_end"] - iv["t_start"]).clip(lower=1e-9).to_numpy()

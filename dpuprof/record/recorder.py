@@ -25,6 +25,7 @@ from dpuprof.record.metadata import host_metadata
 from dpuprof.record.workload.procfs import namespaces
 from dpuprof.record.sources import make_source
 from dpuprof.record.workload.targets import Target, Workload
+from dpuprof.record.drain.cost import RecorderCpu
 from dpuprof.record.drain.gpu import GpuTelemetry
 from dpuprof.record.drain.telemetry import HostTelemetry, ProcessTelemetry, is_process, process_info
 from dpuprof.recording.writer import RecordingWriter
@@ -118,6 +119,7 @@ class Recorder:
         owner = (self.user.uid, self.user.gid) if self.user else None
         writer = RecordingWriter(self.opts.output, self._meta(), owner)
         self.source.prime()
+        self.own_cpu = RecorderCpu()  # the recorder's own CPU from here on, per interval
         sig = childmod.pending_stop()
         if sig is not None:
             return self._stopped_before_start(sig, writer)
@@ -318,6 +320,7 @@ class Recorder:
         tables.update(thread_tables)
         tables.update(self.host.sample())
         tables.update(self.gpu.sample())  # gpu, gpu_process (dpuprof/record/drain/gpu.py)
+        tables["recorder_cpu"] = self.own_cpu.sample()
         processes = [(pid, *self.known_procs[pid]) for pid in sorted(self.dirty_procs)]
         self.dirty_procs.clear()
         writer.write_interval(self.interval, t0, t1, tables, processes=processes, stacks=got.stacks,

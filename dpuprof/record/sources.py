@@ -4,8 +4,8 @@
 ``freq_hz`` and classifies them, counts exact on-CPU time at every sched_switch, and drains the
 softirq, block, net, socket, uprobe and loss maps. Each interval it yields ``cpu_category`` (the
 exact-CPU policy: accounting.py), ``stack_samples``, ``thread_category``, ``softirq``,
-``block_io``/``block_latency``, ``net_io``/``events``, ``sock_io``, ``lost`` and the uprobe
-tables, new stacks and markers.
+``block_io``/``block_latency``, ``net_io``/``events``, ``sock_io``, ``lost``, ``probe_cost`` (its
+own programs' run time, drain/cost.py) and the uprobe tables, new stacks and markers.
 
 ``PsutilSource`` (``--probes psutil``) needs no root and loads nothing: it yields no tables of its
 own, so the recording holds only what the recorder samples in both modes (host_cpu, proc_cpu,
@@ -21,7 +21,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 
-from dpuprof.categories import IDLE
+from dpuprof.categories import NOT_WORK
 from dpuprof.errors import UserError
 from dpuprof.record.drain.accounting import CpuRow, cpu_category_rows
 from dpuprof.record.stacks.perfmap import ENV as PYTHON_ENV
@@ -62,7 +62,8 @@ class PsutilSource:
 
     def meta(self, command, user) -> dict:
         return {"mode": "psutil", "category_split": False, "sample_freq_hz": 0, "rules_sha256": None,
-                "probes_used": ["psutil"], "python_frames": "off: --probes psutil samples no stacks"}
+                "probes_used": ["psutil"], "python_frames": "off: --probes psutil samples no stacks",
+                "probe_cost": "unavailable: psutil mode (--probes psutil) loads no BPF programs"}
 
     def env_extra(self) -> dict | None:
         return None
@@ -96,6 +97,7 @@ class BpfSource:
         self.hooks: dict[str, str] = {}  # probe -> "raw_tracepoint" | "tracepoint" (probes.hooks)
         self.uprobes = None  # dpuprof.record.load.uprobes.UprobeSession
         self.softirq = self.block = self.net = self.sock = None
+        self.cost = None  # dpuprof.record.drain.cost.ProbeCost
 
     def check(self) -> None:
         """Capabilities (root, or CAP_BPF + CAP_PERFMON and friends), bcc and the host PID
@@ -160,6 +162,8 @@ class BpfSource:
         self.net = NetDrainer(bpf) if "net_dev" in used else None
         self.sock = SockDrainer(bpf) if "sock_io" in used else None
         self.lost = LostDrainer(bpf, used)
+        from dpuprof.record.drain.cost import ProbeCost
+        self.cost = ProbeCost(bpf)  # turns BPF run-time statistics on until close()
         if "uprobes" in used:
             from dpuprof.record.load import uprobes
             self.uprobes = uprobes.start(bpf, os.getpid(), codecs=self.opts.codec_uprobes)
@@ -168,7 +172,7 @@ class BpfSource:
     def meta(self, command, user) -> dict:
         return {"mode": "bpf", "category_split": True, "sample_freq_hz": self.opts.freq_hz,
                 "rules_sha256": self.samples.classifier.digest,
-                "probes_used": ["psutil"] + self.used,
+                "probes_used": ["psutil"] + self.used, "probe_cost": self.cost.status,
                 **(self.uprobes.meta() if self.uprobes else {}),
                 "python_frames": python_frames_status(command, self.opts.python_frames, user)}
 
@@ -179,7 +183,7 @@ class BpfSource:
     def prime(self) -> None:
         """Take every cumulative counter's baseline now, so interval 0 starts with the command."""
         self.samples.prime()
-        for drainer in (self.softirq, self.block, self.net, self.sock, self.lost, self.uprobes):
+        for drainer in (self.softirq, self.block, self.net, self.sock, self.lost, self.uprobes, self.cost):
             if drainer is not None:
                 drainer.drain()
 
@@ -213,6 +217,7 @@ class BpfSource:
         if self.sock:
             t["sock_io"] = self.sock.drain()
         t["lost"] = self.lost.drain()
+        t["probe_cost"] = self.cost.drain()
         if self.uprobes:  # collectives, codec_calls, markers, lost
             out.markers = self.uprobes.contribute(t, workload, writer)
         # Only whole samples count as lost here; a failed stack walk still counts its sample.
@@ -225,13 +230,15 @@ class BpfSource:
         if self.bpf is not None:
             self.bpf.cleanup()
             self.bpf = None
+        if self.cost is not None:
+            self.cost.close()
 
 
 def _sample_totals(rows: list[CpuRow]) -> tuple[int, Counter]:
     """All samples behind ``rows``, and the busy ones by top-level category."""
     busy: Counter = Counter()
     for row in rows:
-        if row.category != IDLE:
+        if row.category not in NOT_WORK:
             busy[row.category] += row.samples
     return sum(row.samples for row in rows), busy
 

@@ -13,7 +13,8 @@ MAX_ABS = float(2 ** 53)
 
 # Columns whose values must be text (everything else must be numbers).
 _TEXT_COLUMNS = {"comm", "cmdline", "category", "subcategory", "folded", "vector", "dev", "op",
-                 "direction", "protocol", "event", "field", "kind", "state", "lib", "func", "cgroup", "cause"}
+                 "direction", "protocol", "event", "field", "kind", "state", "lib", "func", "cgroup", "cause",
+                 "program"}
 
 
 def fail(path, why: str):
@@ -56,7 +57,7 @@ def check_types(path, table, df):
             fail(path, f"damaged table {table}: column {col} has missing values")
         if col in ("samples", "cpu_s", "bytes", "ios", "count", "packets", "calls", "time_ns",
                    "seconds", "user_s", "system_s", "on_cpu_ns", "runq_ns", "off_cpu_ns", "ns",
-                   "duration_ns") and (num < 0).any():
+                   "duration_ns", "runs", "run_ns") and (num < 0).any():
             fail(path, f"damaged table {table}: column {col} has negative values")
         df[col] = num
     return df

@@ -235,7 +235,7 @@ _META_CHECKS = {
     "system_wide": (lambda v: isinstance(v, bool), "true or false"),
     **{key: (lambda v: isinstance(v, str), "text")
        for key in ("mode", "host", "kernel", "cpu_model", "dpuprof_version", "cwd", "user", "error", "arch",
-                   "kernel_version", "python", "workload", "cgroup", "stop_reason")},
+                   "kernel_version", "python", "workload", "cgroup", "stop_reason", "probe_cost")},
 }
 
 

@@ -18,7 +18,8 @@ consistent up to its last committed interval.
   stop_reason ("command exited", "workload exited", "duration" or "stopped"), job ({job_id,
   job_id_source: "--job-id", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID" or null, host, and SLURM_PROCID,
   SLURM_NODEID, RANK, NODE_RANK where set}: which job's node this is, record/metadata.py), stack_buckets (v3,
-  written by the writer's close: which stack samples were merged, see stack_counts).
+  written by the writer's close: which stack samples were merged, see stack_counts), probe_cost (v5:
+  "measured" when the probe_cost table holds run times, else "unavailable: <reason>").
 
 Version 2 adds what the projection's critical-path model needs: per-thread scheduling of the
 workload's threads (``threads``, ``thread_time``, ``thread_wait``, ``thread_category``), collective
@@ -39,14 +40,21 @@ Version 4 stores the per-thread tables packed (issue 11): ``thread_time_packed``
 ``thread_wait_packed`` and ``thread_category_packed`` hold one blob per interval
 (dpuprof/recording/threadpack.py), and ``thread_time``, ``thread_wait`` and ``thread_category``
 become views with the v2/v3 columns and units. The reader gives v2 to v4 the same DataFrames.
+
+Version 5 stores what the recorder itself cost (issue 20): ``probe_cost`` (each loaded BPF
+program's runs and run time per interval, from ``bpf_prog_info`` with BPF run-time statistics on;
+meta ``probe_cost`` says "measured" or "unavailable: <reason>") and ``recorder_cpu`` (the recorder
+process's own user and system CPU per interval, children excluded). Samples taken in dpuprof's own
+BPF programs are classified ``observer.bpf`` (category ``observer``, not a category of work). A
+file of version 4 or older reads with both tables empty and has no observer rows.
 """
 
 from dpuprof.recording import threadpack
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: Versions this code can read. Older versions are upgraded in memory by the reader.
-READABLE_VERSIONS = (1, 2, 3, 4)
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 
 DDL = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -79,6 +87,8 @@ CREATE TABLE IF NOT EXISTS subcategories (
 -- time counts 1 / sample_freq_hz per sample; one that ran but was never sampled has samples 0 and
 -- subcategory kernel_other.unsampled. Idle (pid 0) gives up what workload processes were charged
 -- above their run_ns (time they ran in the idle task's context), so the host still adds up.
+-- v5: category observer (subcategory observer.bpf) holds samples whose kernel stack ran one of
+-- dpuprof's own BPF programs (docs/taxonomy.md): not work of the process, kept out of its totals.
 -- v3 stores one row per interval: counts is the packed list (packing.py) of (pid,
 -- subcategory_id, samples, cpu_ns) 4-tuples, ascending. (v1/v2 stored the table cpu_category, one
 -- row per tuple with the names as text and cpu_s REAL; in v3 cpu_category is a view of this table
@@ -168,6 +178,20 @@ CREATE TABLE IF NOT EXISTS gpu_process (
 --                             (bpf_prog_info.recursion_misses), ...
 CREATE TABLE IF NOT EXISTS lost (
     interval INTEGER NOT NULL, kind TEXT NOT NULL, count INTEGER NOT NULL);
+-- v5: what dpuprof's own BPF programs cost, per interval and program (the program's function name
+-- in probes/*.bpf.c; a program loaded twice is summed): runs, the times it ran, and run_ns, the
+-- nanoseconds it ran (struct bpf_prog_info run_cnt / run_time_ns deltas; the kernel counts them
+-- only while BPF run-time statistics are on, which the recorder turns on for the recording: meta
+-- probe_cost says "measured", or "unavailable: <reason>" and then the table is empty). run_ns is
+-- the programs' own time; the kernel's cost of calling them (tracepoint glue) is in the samples
+-- classified observer.bpf.
+CREATE TABLE IF NOT EXISTS probe_cost (
+    interval INTEGER NOT NULL, program TEXT NOT NULL, runs INTEGER NOT NULL, run_ns INTEGER NOT NULL);
+-- v5: the recorder process's own CPU per interval (os.times of the dpuprof process: all its threads,
+-- children excluded): user_s and system_s seconds. Its BPF programs run in other tasks' contexts and
+-- are not in it (probe_cost).
+CREATE TABLE IF NOT EXISTS recorder_cpu (
+    interval INTEGER NOT NULL, user_s REAL NOT NULL, system_s REAL NOT NULL);
 -- v2: every thread of the workload seen (tid in the host PID namespace; pid = its process).
 CREATE TABLE IF NOT EXISTS threads (
     tid INTEGER PRIMARY KEY, pid INTEGER NOT NULL, comm TEXT, first_seen REAL, last_seen REAL);
@@ -241,6 +265,8 @@ TABLES = {
     "gpu": ("interval", "gpu_index", "util_pct", "mem_used_bytes"),
     "gpu_process": ("interval", "gpu_index", "pid", "sm_util_pct", "mem_used_bytes"),
     "lost": ("interval", "kind", "count"),
+    "probe_cost": ("interval", "program", "runs", "run_ns"),
+    "recorder_cpu": ("interval", "user_s", "system_s"),
     "threads": ("tid", "pid", "comm", "first_seen", "last_seen"),
     "thread_time": ("interval", "tid", "on_cpu_ns", "runq_ns", "off_cpu_ns"),
     "thread_wait": ("interval", "tid", "state", "waker_pid", "waker_tid", "ns", "count"),
@@ -258,6 +284,7 @@ LATE_COLUMNS = {"processes": ("ns_pid", "cgroup"), "gpu": ("mem_total_bytes",)}
 SINCE = {name: 2 for name in ("threads", "thread_time", "thread_wait", "thread_category", "collectives",
                               "markers", "codec_calls")}
 SINCE["gpu_process"] = 3
+SINCE["probe_cost"] = SINCE["recorder_cpu"] = 5
 
 def _byte(at: str, h: str = "h") -> str:
     """SQL for the byte at 0-based offset ``at`` of blob ``h``, as an integer (SQLite has no

@@ -1,12 +1,14 @@
 """The summary of a Recording: the contract behind ``dpuprof report --format json``.
 
 All CPU values are seconds of CPU time (one busy core for one second = 1.0). Categories are the six
-top-level names of ``dpuprof.categories.CATEGORIES``; idle is reported as ``idle_s``.
+top-level names of ``dpuprof.categories.CATEGORIES``; idle is reported as ``idle_s``, and samples
+in dpuprof's own BPF programs (category ``observer``, docs/taxonomy.md) as ``observer_s``: neither
+is in ``total_s``, ``by_category`` or ``by_subcategory``.
 """
 
 from __future__ import annotations
 
-from dpuprof.categories import CATEGORIES, IDLE
+from dpuprof.categories import CATEGORIES, IDLE, NOT_WORK, OBSERVER
 from dpuprof.recording.reader import Recording
 
 
@@ -18,7 +20,7 @@ def _by_category(df) -> dict[str, float]:
 def _by_subcategory(df) -> dict[str, float]:
     if df.empty:
         return {}
-    sums = df[df["category"] != IDLE].groupby("subcategory")["cpu_s"].sum().sort_values(ascending=False)
+    sums = df[~df["category"].isin(NOT_WORK)].groupby("subcategory")["cpu_s"].sum().sort_values(ascending=False)
     return {k: round(float(v), 6) for k, v in sums.items()}
 
 
@@ -26,20 +28,21 @@ def summarize(rec: Recording) -> dict:
     """Return the summary dict (JSON-serialisable). Keys:
 
     duration_s, command, workload ("command", "attach", "cgroup" or "system-wide"), schema_version, complete, mode, category_split, sample_freq_hz,
-    host_cpu {total_s, idle_s, by_category, by_subcategory, cpu_times},
-    workload_cpu {total_s, by_category, by_subcategory, proc_cpu_s},
+    host_cpu {total_s, idle_s, observer_s, by_category, by_subcategory, cpu_times},
+    workload_cpu {total_s, observer_s, by_category, by_subcategory, proc_cpu_s},
     processes [{pid, ppid, comm, cpu_s, by_category}], io {...}, net {...}, softirq_s {vector: s},
     lost_samples, lost.
     """
     split = rec.category_split
     cat = rec.table("cpu_category")
-    busy = cat[cat["category"] != IDLE]
+    busy = cat[~cat["category"].isin(NOT_WORK)]
     host_times = rec.table("host_cpu").groupby("field")["seconds"].sum()
     host_times = {k: round(float(v), 6) for k, v in host_times.items()}
 
     host_total, idle = _host_busy_idle(cat, busy, host_times, split)
 
     wl = busy[busy["pid"].isin(rec.workload_pids)]
+    observer = cat[cat["category"] == OBSERVER]
     proc_cpu = rec.table("proc_cpu")
     proc_cpu_tot = proc_cpu.groupby("pid")[["user_s", "system_s"]].sum()
     wl_proc_s = float(proc_cpu_tot.sum().sum()) if not proc_cpu_tot.empty else 0.0
@@ -68,12 +71,14 @@ def summarize(rec: Recording) -> dict:
         "host_cpu": {
             "total_s": round(host_total, 6),
             "idle_s": round(idle, 6),
+            "observer_s": round(float(observer["cpu_s"].sum()), 6),
             "by_category": _by_category(busy) if split else None,
             "by_subcategory": _by_subcategory(busy) if split else None,
             "cpu_times": host_times,
         },
         "workload_cpu": {
             "total_s": round(float(wl["cpu_s"].sum()) if split else wl_proc_s, 6),
+            "observer_s": round(float(observer.loc[observer["pid"].isin(rec.workload_pids), "cpu_s"].sum()), 6),
             "by_category": _by_category(wl) if split else None,
             "by_subcategory": _by_subcategory(wl) if split else None,
             "proc_cpu_s": round(wl_proc_s, 6),

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from dpuprof.categories import IDLE, INFRASTRUCTURE
+from dpuprof.categories import INFRASTRUCTURE, NOT_WORK
 from dpuprof.render.job_identity import describe, identity
 
 MAD_SIGMA = 1.4826
@@ -71,7 +71,7 @@ def node_rows(job, views) -> pd.DataFrame:
     """NODE_COLUMNS per node, from the combined Recording ``job`` grouped by ``node``."""
     idx = pd.RangeIndex(len(views), name="node_i")
     cat = job.table("cpu_category")
-    busy = cat[cat["category"] != IDLE].groupby("node")["cpu_s"].sum().reindex(idx, fill_value=0.0)
+    busy = cat[~cat["category"].isin(NOT_WORK)].groupby("node")["cpu_s"].sum().reindex(idx, fill_value=0.0)
     infra = cat[cat["category"].isin(INFRASTRUCTURE)].groupby("node")["cpu_s"].sum().reindex(idx, fill_value=0.0)
     iv = job.table("intervals").groupby("node").agg(t0=("t_start", "min"), t1=("t_end", "max")).reindex(idx)
     duration = (iv["t1"] - iv["t0"]).fillna(0.0)

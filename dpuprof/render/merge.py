@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dpuprof.categories import IDLE
+from dpuprof.categories import IDLE, NOT_WORK
+from dpuprof.render.observer import cost as observer_cost, line as observer_line
 from dpuprof.errors import UserError
 from dpuprof.recording.reader import Recording
 from dpuprof.recording.schema import TABLES
@@ -71,7 +72,7 @@ def _job_meta(recs: list[Recording]) -> dict:
 #: The tables the job summary, its losses and its per-node rows read. The job's stacks, time
 #: series and thread tables are not summarised again: they are drawn from each node's view.
 JOB_TABLES = ("intervals", "processes", "cpu_category", "proc_cpu", "host_cpu", "host_disk", "host_net",
-              "block_io", "net_io", "events", "softirq", "lost", "markers")
+              "block_io", "net_io", "events", "softirq", "lost", "markers", "probe_cost", "recorder_cpu")
 
 
 def combine(recs: list[Recording], label: str = "job", tables=JOB_TABLES) -> Recording:
@@ -120,6 +121,7 @@ def job_summary(job: Recording, views: list[RunView]) -> dict:
     cat = job.table("cpu_category")
     own_s = float(cat.loc[cat["pid"].isin(own) & (cat["category"] != IDLE), "cpu_s"].sum())
     summary["recorder"] = {"label": RECORDER_LABEL, "nodes": len(own), "cpu_s": round(own_s, 6)}
+    summary["observer_cost"] = observer_cost(job, summary["workload_cpu"]["total_s"])
     return summary
 
 
@@ -169,7 +171,7 @@ def merge_views(views: list[RunView], why_not_one_job: str | None = None) -> Run
                         "(BPF and psutil mode); record every node the same way")
     job = combine([v.recording for v in views])
     cat = job.table("cpu_category") if job.category_split else job.table("cpu_category").iloc[0:0]
-    busy = cat[cat["category"] != IDLE]
+    busy = cat[~cat["category"].isin(NOT_WORK)]
     projection, proj_warnings = job_projection(views)
     summary = job_summary(job, views)
     if projection is not None:
@@ -210,7 +212,7 @@ def merge_views(views: list[RunView], why_not_one_job: str | None = None) -> Run
 
 
 #: node warnings said once for the job, from the combined data, instead of once per node
-_JOB_LEVEL = ("data lost in the kernel", "the recorder itself used")
+_JOB_LEVEL = ("data lost in the kernel", "the recorder itself used", "the recorder's own cost")
 
 
 def _job_warnings(job: Recording, summary: dict, views: list[RunView]) -> list[str]:
@@ -218,7 +220,7 @@ def _job_warnings(job: Recording, summary: dict, views: list[RunView]) -> list[s
     text: 'all nodes: ...' or 'a, b: ...'."""
     from dpuprof.render.losses import from_recording, warning
 
-    out = [w for w in [warning(from_recording(job))] if w]
+    out = [w for w in [warning(from_recording(job)), observer_line(summary.get("observer_cost"))] if w]
     own = summary["recorder"]["cpu_s"]
     if job.category_split and own > 0 and job.duration_s:
         out.append(f"the recorders themselves used {own / job.duration_s:.2f} cores in all ({own:.1f} CPU s "

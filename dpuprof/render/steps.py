@@ -12,8 +12,8 @@ CPU: the recording holds CPU per interval (1 s by default), not per step, so eac
 is **apportioned to the steps by time overlap**: a step that covers a quarter of an interval gets a
 quarter of that interval's CPU, as if the interval's CPU was spent evenly over it. A step's CPU is
 therefore smoothed over the interval length; sums over many steps are exact up to the first and
-last partial intervals. CPU is host-wide (every process, the recorder included; idle excluded), like
-the report's "Host CPU by category".
+last partial intervals. CPU is host-wide (every process, the recorder included; idle and observer
+excluded), like the report's "Host CPU by category".
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from dpuprof.categories import CATEGORIES, IDLE, INFRASTRUCTURE
+from dpuprof.categories import CATEGORIES, INFRASTRUCTURE, NOT_WORK
 from dpuprof.render.memo import per_recording
 
 #: Said wherever per-step CPU is shown.
@@ -127,7 +127,7 @@ def steps_view(rec) -> StepsView | None:
         return None
     kind, pid, ranks, t = marks
     cat = rec.table("cpu_category")
-    cat = cat[cat["category"] != IDLE]
+    cat = cat[~cat["category"].isin(NOT_WORK)]
     per = cat.pivot_table(index="interval", columns="category", values="cpu_s", aggfunc="sum") \
         if not cat.empty else pd.DataFrame()
     per = per.reindex(columns=list(CATEGORIES)).fillna(0.0)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dpuprof.categories import CATEGORIES, IDLE, INFRASTRUCTURE
+from dpuprof.categories import CATEGORIES, IDLE, INFRASTRUCTURE, NOT_WORK, OBSERVER
 from dpuprof.recording.folded import SEP, escape
 
 #: host_cpu fields shown over time when a recording has no category split (psutil mode)
@@ -37,7 +37,7 @@ class RunView:
     duration_s: float
     interval_s: float
     category_split: bool
-    #: index CATEGORIES + idle; columns cpu_s, samples (host-wide)
+    #: index CATEGORIES + idle + observer; columns cpu_s, samples (host-wide)
     cats: pd.DataFrame
     #: the same for the workload's processes only
     wl_cats: pd.DataFrame
@@ -46,7 +46,8 @@ class RunView:
     timeline: pd.DataFrame
     #: index t_s; IO_COLUMNS: bytes/s and IO/s
     io: pd.DataFrame
-    #: folded (process comm as root frame), category, subcategory, samples; idle excluded
+    #: folded (process comm as root frame), category, subcategory, samples; idle and observer
+    #: (the recorder's BPF programs) excluded
     stacks: pd.DataFrame
     #: busy CPU seconds by subcategory, largest first
     subcats: pd.Series
@@ -148,7 +149,7 @@ def frame_name(comm: str, pid: int) -> str:
 
 
 def _cat_totals(df: pd.DataFrame) -> pd.DataFrame:
-    index = list(CATEGORIES) + [IDLE]
+    index = list(CATEGORIES) + [IDLE, OBSERVER]
     if df.empty:
         return pd.DataFrame(0.0, index=index, columns=["cpu_s", "samples"])
     g = df.groupby("category")[["cpu_s", "samples"]].sum()
@@ -226,7 +227,7 @@ def _stacks(rec) -> pd.DataFrame:
         return pd.DataFrame(columns=cols).astype({"samples": float})
     agg = ss.groupby(["pid", "stack_id"], as_index=False)["samples"].sum()
     agg = agg.merge(st, on="stack_id", how="inner")
-    agg = agg[agg["category"] != IDLE]
+    agg = agg[~agg["category"].isin(NOT_WORK)]
     procs = rec.table("processes").drop_duplicates("pid").set_index("pid")["comm"]
     roots = {pid: frame_name(procs.get(pid, ""), int(pid)) for pid in agg["pid"].unique()}
     agg["folded"] = agg["pid"].map(roots) + SEP + agg["folded"]
@@ -251,6 +252,11 @@ def _warnings(rec, summary: dict) -> list[str]:
     from dpuprof.render.losses import from_recording, warning
 
     line = warning(from_recording(rec))
+    if line:
+        out.append(line)
+    from dpuprof.render.observer import line as observer_line
+
+    line = observer_line(summary.get("observer_cost"))
     if line:
         out.append(line)
     own = (summary.get("recorder") or {}).get("cpu_s", 0.0)
@@ -300,12 +306,15 @@ def build_view(rec, projection: dict | None = None, projection_warnings=(), name
     """Derive the RunView of a loaded Recording (and its projection, if any)."""
     from dpuprof.recording.summary import summarize
     from dpuprof.render.losses import from_recording as losses_of
+    from dpuprof.render.observer import cost as observer_cost
 
     summary = summarize(rec)
     # additions to the recording summary contract: the losses as shares, the recorder's own CPU and,
     # with --time, the window the report covers
     summary["lost_shares"] = [x.as_dict() for x in losses_of(rec)]
     summary["recorder"] = _recorder_summary(rec)
+    # beside the losses: what the recorder's own probes and process cost (render/observer.py)
+    summary["observer_cost"] = observer_cost(rec, summary["workload_cpu"]["total_s"])
     if rec.meta.get("window"):
         summary["window"] = rec.meta["window"]
     if projection is not None:
@@ -313,7 +322,7 @@ def build_view(rec, projection: dict | None = None, projection_warnings=(), name
     split = rec.category_split
     iv = _intervals(rec)
     cat = rec.table("cpu_category") if split else rec.table("cpu_category").iloc[0:0]
-    busy = cat[cat["category"] != IDLE]
+    busy = cat[~cat["category"].isin(NOT_WORK)]
     subcats = busy.groupby("subcategory")["cpu_s"].sum().sort_values(ascending=False).astype(float)
     interval_s = float(rec.meta.get("interval_s") or (iv["dt"].median() if not iv.empty else 1.0))
     return RunView(

@@ -7,6 +7,8 @@ finds the guard taken). A raw tracepoint program is skipped only when that same 
 running on the CPU, which is why softirq and net_dev use raw tracepoints where they can
 (dpuprof/record/load/probes.py). The kernel counts the skips per program as ``recursion_misses``
 (Linux >= 5.12) in ``struct bpf_prog_info``; they are read here so the recording reports them.
+The same struct gives each program's runs and run time (``run_cnt``, ``run_time_ns``, Linux >=
+5.1, counted while BPF statistics are on): ``run_stats``, the recorder's own cost (drain/cost.py).
 """
 
 from __future__ import annotations
@@ -35,8 +37,9 @@ class _ProgInfo(ct.Structure):
     ]
 
 
-def recursion_misses(bpf) -> dict[str, int] | None:
-    """{program name: cumulative recursion misses} for the loaded programs; None if unsupported."""
+def _infos(bpf):
+    """[(program name, bpf_prog_info, bytes the kernel filled)] of every loaded program, or None
+    when the kernel refuses the query for any of them."""
     from bcc.libbcc import lib
 
     get_info = lib.bpf_obj_get_info
@@ -44,15 +47,41 @@ def recursion_misses(bpf) -> dict[str, int] | None:
     get_info.restype = ct.c_int
     from dpuprof.record.load.uprobe_link import programs
 
-    out: dict[str, int] = {}
+    out = []
     fds = [(name, fn.fd) for name, fn in bpf.funcs.items()] + list(programs(bpf).items())
-    for name, fd in fds:  # a uprobe program loaded twice (bcc's and a link's copy) is summed
+    for name, fd in fds:
         info = _ProgInfo()
         size = ct.c_uint32(ct.sizeof(info))
         if get_info(fd, ct.byref(info), ct.byref(size)) != 0:
             return None
-        if size.value < _ProgInfo.recursion_misses.offset + 8:
+        out.append((name.decode() if isinstance(name, bytes) else name, info, size.value))
+    return out
+
+
+def recursion_misses(bpf) -> dict[str, int] | None:
+    """{program name: cumulative recursion misses} for the loaded programs; None if unsupported."""
+    infos = _infos(bpf)
+    if infos is None:
+        return None
+    out: dict[str, int] = {}
+    for key, info, size in infos:  # a uprobe program loaded twice (bcc's and a link's copy) is summed
+        if size < _ProgInfo.recursion_misses.offset + 8:
             return None  # kernel older than 5.12: not counted
-        key = name.decode() if isinstance(name, bytes) else name
         out[key] = out.get(key, 0) + int(info.recursion_misses)
+    return out
+
+
+def run_stats(bpf) -> dict[str, tuple[int, int]] | None:
+    """{program name: (cumulative run_cnt, cumulative run_time_ns)} for the loaded programs; None
+    if the kernel does not report them (before 5.1). The kernel only counts while BPF run-time
+    statistics are on (dpuprof/record/drain/cost.py turns them on); otherwise both stay 0."""
+    infos = _infos(bpf)
+    if infos is None:
+        return None
+    out: dict[str, tuple[int, int]] = {}
+    for key, info, size in infos:  # a program loaded twice (bcc's and a uprobe link's copy) is summed
+        if size < _ProgInfo.run_cnt.offset + 8:
+            return None
+        runs, ns = out.get(key, (0, 0))
+        out[key] = (runs + int(info.run_cnt), ns + int(info.run_time_ns))
     return out

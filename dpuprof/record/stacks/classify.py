@@ -2,10 +2,13 @@
 
 A stack is given as two lists of frame strings, root first: kernel frames (symbol names) and user
 frames (``"symbol (module)"``, ``"[unknown] (module)"`` or ``"[unknown]"``), plus the sampled
-thread's name (comm). The leaf-most frame that matches a rule decides; context rules then move
-memory management, scheduling and syscall entry/exit work done under a network or storage frame
-(or in a collective library's transport thread) to that category; and a kernel sample gets the
-*cause* named by its leaf-most user frame that a user-space rule matches (docs/taxonomy.md).
+thread's name (comm). A kernel stack with an ``[[observer]]`` frame anywhere in it (dpuprof's own
+BPF programs, the helpers they call, the kernel code that runs them) is the recorder's cost and
+goes to that observer subcategory before any other rule is tried. Otherwise the leaf-most frame
+that matches a rule decides; context rules then move memory management, scheduling and syscall
+entry/exit work done under a network or storage frame (or in a collective library's transport
+thread) to that category; and a kernel sample gets the *cause* named by its leaf-most user frame
+that a user-space rule matches (docs/taxonomy.md).
 This module needs neither bcc nor root, so tests can classify stacks captured from real recordings.
 """
 
@@ -37,7 +40,7 @@ def split_user_frame(frame: str) -> tuple[str, str | None]:
 
 @dataclass(frozen=True)
 class Classification:
-    """What a stack was filed as: ``subcategory`` (``top.sub`` or ``idle``) and ``cause``, the
+    """What a stack was filed as: ``subcategory`` (``top.sub``, ``idle`` or ``observer.*``) and ``cause``, the
     user-space work that made the kernel run (``"crypto"``, ``"python-alloc"``; ``""`` when the
     sample is in user mode or no user frame matched a rule)."""
 
@@ -109,6 +112,7 @@ class Classifier:
         self._user = lru_cache(maxsize=65536)(self._match_user)
         self._boundary_cached = lru_cache(maxsize=65536)(self._is_boundary)
         self._thread_cached = lru_cache(maxsize=4096)(self._match_thread)
+        self._observer_cached = lru_cache(maxsize=65536)(self._match_observer)
 
     def _load(self, entries) -> None:
         by = {kind: [e for e in entries if e.kind == kind] for kind in rulefile.KINDS}
@@ -125,6 +129,7 @@ class Classifier:
         self.causes += [_UserMatch(r.cause, r.module, r.user) for r in self.rules if r.module or r.user]
         self.boundary = rulefile.compile_globs([g for e in by["boundary"] for g in e.values["kernel"]])
         self.entry = rulefile.compile_globs([g for e in by["entry"] for g in e.values["kernel"]])
+        self.observers = [(e.values["subcategory"], e.pattern("kernel")) for e in by["observer"]]
 
     # ------------------------------------------------------------------ per-frame matches (cached)
     def _match_kernel(self, sym: str) -> str | None:
@@ -142,6 +147,18 @@ class Classifier:
                 return rule.subcategory
         return None
 
+    def _match_observer(self, sym: str) -> str | None:
+        return next((sub for sub, pat in self.observers if pat.match(sym)), None)
+
+    def observer(self, kernel_frames) -> str | None:
+        """The observer subcategory of a kernel stack with one of dpuprof's own BPF frames anywhere
+        in it (not only at the leaf: the helpers a program calls are its cost too), else None."""
+        for frame in kernel_frames:
+            found = self._observer_cached(frame)
+            if found is not None:
+                return found
+        return None
+
     def _is_boundary(self, sym: str) -> bool:
         return self.boundary is not None and bool(self.boundary.match(sym))
 
@@ -157,13 +174,18 @@ class Classifier:
 
     # ------------------------------------------------------------------ whole stacks
     def classify(self, kernel_frames, user_frames, comm: str | None = None) -> str:
-        """Subcategory (``"network.tcpip"``, ..., or ``"idle"``) of one stack; frames root first."""
+        """Subcategory (``"network.tcpip"``, ..., ``"idle"`` or ``"observer.bpf"``) of one stack;
+        frames root first."""
         return self.explain(kernel_frames, user_frames, comm).subcategory
 
     def explain(self, kernel_frames, user_frames, comm: str | None = None) -> Classification:
         """Subcategory and cause of one stack (frames root first) sampled in thread ``comm``."""
         thread = self._thread_cached(comm) if comm else None
         if kernel_frames:
+            # The recorder's cost wins over every rule and thread rule: it is not the job's work.
+            mine = self.observer(kernel_frames)
+            if mine is not None:
+                return Classification(mine)
             sub = self._classify_kernel(kernel_frames, user_frames, thread)
             # An interrupt or softirq is not work done for the user code it interrupted.
             caused = not any(self._boundary_cached(f) for f in kernel_frames)

@@ -9,6 +9,8 @@ A rule file is TOML whose top-level keys are arrays of tables (docs/taxonomy.md)
   ``wrapper``   ``category`` and ``module``/``user`` globs: libc system-call wrappers
   ``thread``    ``subcategory``, ``comm`` globs, ``overrides`` (subcategory globs)
   ``cause``     ``cause`` and ``module``/``user`` globs
+  ``observer``  ``subcategory`` (``observer.*``) and ``kernel`` globs: the recorder's own BPF
+                programs; a stack with such a frame anywhere is the recorder's, not the job's
 
 Several files are merged table by table, earlier files first, so their entries win (rules are tried
 in order). Any problem is a :class:`dpuprof.errors.UserError` of one line naming the file.
@@ -22,7 +24,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from dpuprof.categories import CATEGORIES, IDLE, top_level
+from dpuprof.categories import CATEGORIES, IDLE, OBSERVER, top_level
 from dpuprof.errors import UserError
 
 #: Keys each table kind accepts; the first tuple is required.
@@ -34,6 +36,7 @@ KINDS = {
     "wrapper": (("category",), ("module", "user")),
     "thread": (("subcategory", "comm", "overrides"), ()),
     "cause": (("cause",), ("module", "user")),
+    "observer": (("subcategory", "kernel"), ()),
 }
 _LISTS = {"kernel", "module", "user", "leaf", "under", "comm", "overrides"}
 _SUFFIX = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -84,6 +87,10 @@ def _check_entry(kind: str, raw, origin: str) -> Entry:
         _check_sub(raw["subcategory"], origin, "subcategory")
         if not any(raw.get(k) for k in ("kernel", "module", "user")):
             raise UserError(f"{origin}: rule {raw['subcategory']!r} has no kernel, module or user patterns")
+    elif kind == "observer":
+        sub = raw["subcategory"]
+        if not isinstance(sub, str) or top_level(sub) != OBSERVER or "." not in sub:
+            raise UserError(f"{origin}: observer subcategory {sub!r} must be {OBSERVER}.<name>")
     elif kind == "thread":
         _check_sub(raw["subcategory"], origin, "thread subcategory")
     elif kind in ("wrapper",) and raw["category"] not in CATEGORIES:

@@ -38,7 +38,7 @@ import json
 
 import pandas as pd
 
-from dpuprof.categories import CATEGORIES, IDLE
+from dpuprof.categories import CATEGORIES, NOT_WORK
 from dpuprof.recording.folded import leaf
 from dpuprof.render.view import RECORDER_LABEL, Report, RunView, recorder_pid
 from dpuprof.render.output import Rendered
@@ -153,7 +153,7 @@ def _process_events(rec, clock: _Clock, shift: int) -> list[dict]:
     """Names and per-process CPU counters of every process of the processes table with busy CPU."""
     procs = rec.table("processes").drop_duplicates("pid").set_index("pid")
     cat = rec.table("cpu_category")
-    cat = cat[(cat["category"] != IDLE) & cat["pid"].isin(procs.index)]
+    cat = cat[~cat["category"].isin(NOT_WORK) & cat["pid"].isin(procs.index)]
     rpid = recorder_pid(rec)
     events = []
     # one pivot for all processes (a pivot per process is 30x slower on a long recording)
@@ -204,7 +204,7 @@ def _stack_events(rec, clock: _Clock, shift: int, known: set[int]) -> list[dict]
     ss = ss[ss["pid"].isin(known) & ss["interval"].isin(clock.iv.index)]
     st = rec.table("stacks")
     agg = ss.groupby(["interval", "pid", "stack_id"], as_index=False)["samples"].sum()
-    agg = agg[agg["samples"] > 0].merge(st[st["category"] != IDLE], on="stack_id", how="inner")
+    agg = agg[agg["samples"] > 0].merge(st[~st["category"].isin(NOT_WORK)], on="stack_id", how="inner")
     agg["ts"] = clock.iv.loc[agg["interval"], "t_start"].to_numpy()
     agg["leaf"] = agg["folded"].map(leaf)
     return [{"name": leaf, "ph": "i", "s": "t", "pid": int(pid) + shift, "tid": int(pid) + shift, "ts": _us(ts),

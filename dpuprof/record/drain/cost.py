@@ -1,0 +1,111 @@
+"""What the recorder itself costs, per interval: its BPF programs' run time and its own CPU.
+
+``ProbeCost`` turns on the kernel's BPF run-time statistics for the recording (the ``BPF_ENABLE_STATS``
+command of bpf(2), Linux >= 5.8: the statistics stay on while the returned fd is held, so a
+recorder killed with ``kill -9`` leaves nothing switched on) and drains each loaded program's
+``run_cnt`` / ``run_time_ns`` (``struct bpf_prog_info``, dpuprof/record/load/progstats.py) as
+``probe_cost`` rows (program, runs, run_ns) of the interval. When the command fails but the
+sysctl ``kernel.bpf_stats_enabled`` is 1 (someone else turned them on), the counts are used
+anyway; otherwise no rows are written and ``status`` says why (meta ``probe_cost``).
+
+``RecorderCpu`` gives ``recorder_cpu`` rows (user_s, system_s): the recorder process's own CPU over
+the interval (``os.times``: every thread of this process, children excluded). Its BPF programs run
+in the context of whatever task hit the event, so their time is in ``probe_cost``, not here.
+"""
+
+from __future__ import annotations
+
+import ctypes as ct
+import os
+
+from dpuprof.record.load.progstats import run_stats
+
+NR_BPF_X86_64 = 321  # __NR_bpf on x86-64 (arch/x86/entry/syscalls/syscall_64.tbl)
+BPF_ENABLE_STATS = 32  # enum bpf_cmd, include/uapi/linux/bpf.h
+BPF_STATS_RUN_TIME = 0  # enum bpf_stats_type
+STATS_SYSCTL = "/proc/sys/kernel/bpf_stats_enabled"
+MEASURED = "measured"
+
+
+def enable_stats(syscall=None) -> tuple[int | None, str | None]:
+    """(fd holding BPF run-time statistics on, None) or (None, why not). ``syscall`` replaces
+    libc's ``syscall(2)`` (tests)."""
+    if os.uname().machine != "x86_64":
+        return None, f"BPF_ENABLE_STATS not wired for {os.uname().machine} (x86-64 only)"
+    if syscall is None:
+        libc = ct.CDLL(None, use_errno=True)
+        syscall = libc.syscall
+    # union bpf_attr's enable_stats is one __u32 (type); the rest of the buffer must be zero.
+    attr = (ct.c_uint32 * 4)(BPF_STATS_RUN_TIME)
+    fd = syscall(NR_BPF_X86_64, BPF_ENABLE_STATS, ct.byref(attr), ct.sizeof(attr))
+    if fd < 0:
+        err = ct.get_errno()
+        return None, f"BPF_ENABLE_STATS failed ({os.strerror(err) if err else 'error'})"
+    return fd, None
+
+
+def sysctl_on(path: str = STATS_SYSCTL) -> bool:
+    """Whether ``kernel.bpf_stats_enabled`` is 1 (statistics on for everyone)."""
+    try:
+        with open(path) as fh:
+            return fh.read().strip() == "1"
+    except OSError:
+        return False
+
+
+class ProbeCost:
+    """Drains the loaded programs' runs and run time. ``status`` is ``"measured"`` or
+    ``"unavailable: <reason>"``; ``drain()`` returns [(program, runs, run_ns)] deltas since the
+    previous call, sorted, programs with no run left out (always [] when unavailable)."""
+
+    def __init__(self, bpf, stats=run_stats, enable=enable_stats, sysctl=sysctl_on):
+        self.bpf = bpf
+        self.stats = stats
+        self.prev: dict[str, tuple[int, int]] = {}
+        self.fd, why = enable()
+        if self.fd is None and sysctl():
+            why = None  # on already, for the whole host: the counts are good
+        if why is None and stats(bpf) is None:
+            why = "bpf_prog_info has no run_time_ns/run_cnt (kernel older than 5.1)"
+        self.status = MEASURED if why is None else f"unavailable: {why}"
+
+    def drain(self) -> list[tuple]:
+        if self.status != MEASURED:
+            return []
+        now = self.stats(self.bpf) or {}
+        rows = []
+        for prog, (runs, ns) in sorted(now.items()):
+            old_runs, old_ns = self.prev.get(prog, (0, 0))
+            d_runs, d_ns = max(0, runs - old_runs), max(0, ns - old_ns)  # never negative, even on a reload
+            if d_runs or d_ns:
+                rows.append((prog, d_runs, d_ns))
+        self.prev = now
+        return rows
+
+    def close(self) -> None:
+        """Turn the statistics off again (our hold on them; idempotent)."""
+        if self.fd is not None:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+            self.fd = None
+
+
+class RecorderCpu:
+    """The recorder's own user and system CPU seconds per interval (children excluded)."""
+
+    def __init__(self, times=os.times):
+        self.times = times
+        t = times()
+        self.prev = (t.user, t.system)
+
+    def sample(self) -> list[tuple]:
+        """[(user_s, system_s)] since the previous call (or construction)."""
+        t = self.times()
+        user, system = max(0.0, t.user - self.prev[0]), max(0.0, t.system - self.prev[1])
+        self.prev = (t.user, t.system)
+        return [(round(user, 6), round(system, 6))]
+
+
+__all__ = ["MEASURED", "ProbeCost", "RecorderCpu", "enable_stats", "sysctl_on"]

@@ -1,0 +1,78 @@
+"""The recorder's own cost, shown beside the losses: what measuring cost, as shares of the job's CPU.
+
+Three figures, each in CPU seconds and as a share of the workload's CPU (``workload_cpu.total_s``
+of the summary: the job's busy CPU, idle and observer excluded):
+
+- ``observer_s``: CPU of samples whose kernel stack ran one of dpuprof's BPF programs (category
+  ``observer``, docs/taxonomy.md), in every process: the programs run in the context of whatever
+  task or softirq hit the event, so this is where the probes' cost shows in the samples;
+- ``bpf_run_s``: the programs' own run time as the kernel counts it (``probe_cost``, schema v5;
+  null when not measured: an older recording, or meta ``probe_cost`` "unavailable: ...");
+- ``recorder_process_s``: the recorder process's own user + system CPU (``recorder_cpu``, schema
+  v5; null for older recordings).
+
+The JSON key is ``observer_cost`` (stable; docs/api.md):
+``{workload_cpu_s, observer_s, observer_share, bpf_run_s, bpf_run_share, bpf_runs, probe_cost,
+recorder_process_s, recorder_process_share, by_program: [{program, runs, run_s}]}``; shares are
+fractions (0.066 = 6.6 %), null where the figure or the workload's CPU is unknown or zero.
+"""
+
+from __future__ import annotations
+
+from dpuprof.categories import OBSERVER
+
+
+def _share(part: float | None, whole: float) -> float | None:
+    return None if part is None or whole <= 0 else round(part / whole, 6)
+
+
+def cost(rec, workload_cpu_s: float) -> dict:
+    """The ``observer_cost`` dict of a loaded Recording (module docstring); ``workload_cpu_s`` is
+    the denominator, the workload's busy CPU seconds."""
+    cat = rec.table("cpu_category")
+    observer_s = float(cat.loc[cat["category"] == OBSERVER, "cpu_s"].sum()) if not cat.empty else 0.0
+    pc = rec.table("probe_cost")
+    by_program = []
+    if not pc.empty:
+        per = pc.groupby("program")[["runs", "run_ns"]].sum().sort_values("run_ns", ascending=False)
+        by_program = [{"program": str(p), "runs": int(r.runs), "run_s": round(float(r.run_ns) / 1e9, 6)}
+                      for p, r in per.iterrows()]
+    status = rec.meta.get("probe_cost")
+    measured = not pc.empty or status == "measured"
+    bpf_s = round(float(pc["run_ns"].sum()) / 1e9, 6) if measured else None
+    rc = rec.table("recorder_cpu")
+    own_s = round(float((rc["user_s"] + rc["system_s"]).sum()), 6) if not rc.empty else None
+    return {
+        "workload_cpu_s": round(workload_cpu_s, 6),
+        "observer_s": round(observer_s, 6), "observer_share": _share(observer_s, workload_cpu_s),
+        "bpf_run_s": bpf_s, "bpf_run_share": _share(bpf_s, workload_cpu_s),
+        "bpf_runs": int(pc["runs"].sum()) if measured else None,
+        "probe_cost": status if isinstance(status, str) else None,
+        "recorder_process_s": own_s, "recorder_process_share": _share(own_s, workload_cpu_s),
+        "by_program": by_program,
+    }
+
+
+def _pct(share: float | None) -> str:
+    return "" if share is None else f" ({100 * share:.2f} % of the workload's CPU)"
+
+
+def line(c: dict | None) -> str | None:
+    """One line for the report's notes, beside the losses; None when the recording has none of the
+    three figures (an older recording without observer samples)."""
+    if not c:
+        return None
+    parts = []
+    if c["observer_s"] > 0:
+        parts.append(f"samples in its BPF programs {c['observer_s']:.2f} CPU s{_pct(c['observer_share'])}, "
+                     "filed as 'observer', not as the job's")
+    if c["bpf_run_s"] is not None:
+        parts.append(f"BPF program run time {c['bpf_run_s']:.2f} s{_pct(c['bpf_run_share'])}")
+    elif isinstance(c.get("probe_cost"), str) and c["probe_cost"].startswith("unavailable"):
+        parts.append(f"BPF program run time not measured ({c['probe_cost'][len('unavailable: '):]})")
+    if c["recorder_process_s"] is not None:
+        parts.append(f"recorder process {c['recorder_process_s']:.2f} CPU s{_pct(c['recorder_process_share'])}")
+    return "the recorder's own cost: " + "; ".join(parts) if parts else None
+
+
+__all__ = ["cost", "line"]
