@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from dpuprof.project import critical_path
 from dpuprof.project.paths import JobPaths, Loader, RankThread
-from dpuprof.project.window import Window
+from dpuprof.recording.window import Window
 
 D = 10.0
 

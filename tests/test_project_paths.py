@@ -1,5 +1,5 @@
 """Roles, waits and freed CPU read from per-thread tables (dpuprof.project.paths), and the steady
-window (dpuprof.project.window), on synthetic tables built for the test (not measurements)."""
+window (dpuprof.recording.window), on synthetic tables built for the test (not measurements)."""
 
 from __future__ import annotations
 

@@ -70,7 +70,7 @@ def project(recording, dpu, fmt, output, nodes, gpus_per_node, sweep_spec, set_s
     if gpus_per_node is not None and nodes is None:
         raise UserError("--gpus-per-node needs --nodes")
     only_cats = _only(only)
-    from dpuprof.project.window import parse_range
+    from dpuprof.recording.window import parse_range
 
     window = parse_range(time_range)
 

@@ -78,7 +78,7 @@ def report(recordings, output, fmt, mode, projection, time_range, workers, quiet
     except ValueError as err:
         raise UserError(str(err)) from None
     if time_range is not None:
-        from dpuprof.project.window import parse_range
+        from dpuprof.recording.window import parse_range
 
         parse_range(time_range)  # a bad range fails here, before any recording is read
     if name in registry.NEEDS_FILE and output in (None, "-"):

@@ -20,9 +20,9 @@ import types as _types
 
 from dpuprof.lazyexports import lazy_exports
 
-#: name -> the submodule it comes from. Imported on first use (PEP 562): ``dpuprof report`` needs
-#: only ``dpuprof.project.window``, and importing the whole model (pydantic profile schema, the
-#: assembler) would add a few tenths of a second to every report.
+#: name -> the submodule it comes from. Imported on first use (PEP 562): importing the whole model
+#: (pydantic profile schema, the assembler) adds a few tenths of a second to a command that needs
+#: one part of it.
 _LAZY = {"ProjectionInput": "inputs", "from_recording": "inputs", "Profile": "profiles",
          "known_profiles": "profiles", "load_profile": "profiles", "PROJECTION_VERSION": "assemble",
          "build_projection": "assemble"}

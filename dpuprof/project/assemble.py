@@ -114,7 +114,7 @@ def build_projection(inp: ProjectionInput, profile: Profile, *, nodes: int | Non
     """The projection dict for ``inp`` on ``profile``.
 
     ``only``: offload only these top-level categories. ``window``: the part of the recording the
-    job speedup is read from, (start, end) seconds or "steady" (dpuprof.project.window).
+    job speedup is read from, (start, end) seconds or "steady" (dpuprof.recording.window).
 
     ``mode``: override every mechanism's execution mode (sync, sync_os, async) for a what-if.
     ``nodes``/``gpus_per_node``: extrapolate all-reduce time (alpha-beta ring, TCP vs RDMA).

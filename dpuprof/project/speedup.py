@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dpuprof.project import critical_path, outcomes, paths, window
+from dpuprof.project import critical_path, outcomes, paths
+from dpuprof.recording import window
 from dpuprof.project.inputs import ProjectionInput
 
 ASSUMPTIONS = [

@@ -3,7 +3,7 @@ recording's step markers.
 
 Steps: ``markers`` of kind ``step`` (``dpuprof.mark_step()``) where there are at least two, else
 ``ddp_step`` (DDP's per-iteration entry), as the steady window picks them
-(:data:`dpuprof.project.window.STEP_KINDS`). Every rank of a DDP job marks its own steps; the
+(:data:`dpuprof.recording.window.STEP_KINDS`). Every rank of a DDP job marks its own steps; the
 boundaries are taken from one rank, the one with the most markers (the lowest pid on a tie): the
 ranks of a synchronous job step together, so one rank's clock is the job's. Step k runs from
 marker k to marker k+1 (the last marker only ends the step before it).
@@ -82,7 +82,7 @@ class StepsView:
 
 def step_marks(markers: pd.DataFrame) -> tuple[str, int, int, np.ndarray] | None:
     """(kind, pid, ranks, sorted unix times) of the step markers to use, or None (fewer than two)."""
-    from dpuprof.project.window import STEP_KINDS
+    from dpuprof.recording.window import STEP_KINDS
 
     for kind in STEP_KINDS:
         m = markers[markers["kind"] == kind] if not markers.empty else markers

@@ -1,6 +1,6 @@
 """``dpuprof report --time START:END|steady``: a Recording cut to a time window.
 
-The window is chosen by :mod:`dpuprof.project.window` (the same rule ``dpuprof project --time``
+The window is chosen by :mod:`dpuprof.recording.window` (the same rule ``dpuprof project --time``
 uses: an interval belongs to a window when its midpoint lies inside it, so adjacent windows
 ``0:10`` and ``10:20`` share no interval and their totals add up to those of ``0:20``). Every
 per-interval table keeps only the window's intervals; ``markers`` keep the hits inside the window;
@@ -18,9 +18,9 @@ from dpuprof.recording.reader import Recording
 
 
 def choose_window(rec: Recording, requested):
-    """The :class:`dpuprof.project.window.Window` of ``rec`` for ``requested`` ((start, end) s or
+    """The :class:`dpuprof.recording.window.Window` of ``rec`` for ``requested`` ((start, end) s or
     "steady"). UserError when an explicit range holds no interval."""
-    from dpuprof.project.window import choose
+    from dpuprof.recording.window import choose
 
     return choose(rec.table("intervals"), rec.table("cpu_category"), rec.workload_pids,
                   rec.table("markers"), requested)
@@ -67,6 +67,6 @@ def windowed(rec: Recording, time_range: str | None) -> Recording:
     """``rec`` cut to ``--time time_range`` (None: the whole recording)."""
     if not time_range:
         return rec
-    from dpuprof.project.window import parse_range
+    from dpuprof.recording.window import parse_range
 
     return cut(rec, choose_window(rec, parse_range(time_range)))
