@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from dpuprof.errors import UserError
-from dpuprof.project import paths, window
+from dpuprof.project import paths
+from dpuprof.recording import window
 from dpuprof.recording.schema import TABLES
 
 NS = 1_000_000_000
