@@ -225,14 +225,14 @@ def summarize(runs: list[dict]) -> dict:
     verdicts = []
     for load in ("iperf3", "wake-4x128"):
         for cond, cell in sorted(loads.get(load, {}).items()):
-            if cond.startswith("dpuprof:"):
+            if cond.startswith(("dpuprof:", "dpuprof-light:")):
                 c = cell.get("cost_pct")
                 verdicts.append({"target": f"{load} cost <= {TARGET_COST_PCT:g} % of the workload's CPU",
                                  "condition": cond, "value": c,
                                  "met": None if c is None else c <= TARGET_COST_PCT})
     small, big = (loads.get(n, {}) for n in SIZE_PAIR)
     for cond in sorted(set(small) & set(big)):
-        if cond.startswith("dpuprof:"):
+        if cond.startswith(("dpuprof:", "dpuprof-light:")):
             a, b = small[cond].get("mb_per_min"), big[cond].get("mb_per_min")
             ratio = b / a if a and b else None
             verdicts.append({"target": f"MB/min at {SIZE_PAIR[1]} <= {TARGET_SIZE_RATIO:g}x that at {SIZE_PAIR[0]}",
@@ -303,11 +303,13 @@ def run_once(load: Load, cond: str, trees: dict[str, Path], scratch: Path, rnd: 
     row: dict = {"load": load.name, "condition": cond, "round": rnd}
     try:
         cmd, result = load.make(work)
-        dp = cond.startswith("dpuprof:")
+        dp = cond.startswith(("dpuprof:", "dpuprof-light:"))
         cwd, env = ROOT, None
         if dp:
             tree = trees[cond.split(":", 1)[1]]
             full, cwd = record_cmd(work / "x.rec", cmd), tree
+            if cond.startswith("dpuprof-light:"):
+                full.insert(full.index("--"), "--light")
             env = {**os.environ, "PYTHONPATH": str(tree)}
         else:
             full = condition_cmd(cond, cmd, work)
@@ -356,6 +358,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--tree", action="append", metavar="[LABEL=]PATH",
                     help="run dpuprof from this checkout (repeatable; default: this one)")
     ap.add_argument("--loads", default=",".join(LOADS), help=f"comma-separated (default {','.join(LOADS)})")
+    ap.add_argument("--light", action="append", metavar="LABEL", default=[],
+                    help="also run that --tree's dpuprof with `record --light` (condition dpuprof-light:LABEL)")
     ap.add_argument("--no-perf", action="store_true", help="leave out the perf record condition")
     ap.add_argument("--period", type=float, default=0.1, help="/proc sampling period of the profiler, s")
     ap.add_argument("--json", type=Path, help="write every run and the summary here")
@@ -384,7 +388,12 @@ def main(argv=None) -> int:
         return 2
     if not shutil.which("bpftool"):
         log("bpftool not found (apt-get install bpftool): BPF programs are named by id")
-    conds = ["bare", *(f"dpuprof:{label}" for label in trees), *(["perf"] * (not args.no_perf))]
+    unknown = [label for label in args.light if label not in trees]
+    if unknown:
+        print(f"--light {unknown[0]}: no --tree with that label ({', '.join(trees)})", file=sys.stderr)
+        return 2
+    conds = ["bare", *(f"dpuprof:{label}" for label in trees), *(f"dpuprof-light:{label}" for label in args.light),
+             *(["perf"] * (not args.no_perf))]
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: restore bpf_stats_enabled
     scratch = Path(tempfile.mkdtemp(prefix="dpuprof-hot-", dir=args.scratch))
     meta = {"duration_s": args.duration, "rounds": args.rounds, "cpus": os.cpu_count(),
