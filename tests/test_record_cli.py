@@ -6,6 +6,8 @@ import json
 import re
 import subprocess
 
+import pytest
+
 from conftest import PYTHON, REPO, dpuprof, summary_of
 
 # Not root: uid 1000 and no capabilities (record checks CapEff, dpuprof/record/workload/privilege.py).
@@ -106,3 +108,36 @@ def test_psutil_attach_counts_cpu_from_the_attach_not_from_the_start(tmp_path):
     finally:
         burner.kill()
         burner.wait()
+
+
+@pytest.mark.parametrize("args,want", [
+    (["--light"], (19, 5.0, ["proc_tree", "cpu_sample", "softirq", "block_io", "net_dev", "sock_io"])),
+    (["--light", "-F", "49", "--interval", "2", "--probes", "cpu_sample"], (49, 2.0, ["cpu_sample"])),
+    ([], (99, 1.0, [])),  # all probes
+])
+def test_light_is_19_hz_5_s_intervals_without_the_per_thread_probes(monkeypatch, args, want):
+    import signal
+
+    from click.testing import CliRunner
+
+    import dpuprof.record.recorder as recorder
+    from dpuprof.cli.record import record
+
+    seen = {}
+
+    class Captured(Exception):
+        pass
+
+    def capture(opts, status, on_error):
+        seen["opts"] = opts
+        raise Captured
+
+    monkeypatch.setattr(recorder, "Recorder", capture)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    try:
+        res = CliRunner().invoke(record, [*args, "-q", "-o", "/nonexistent/x.rec", "--", "true"])
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # record blocks the stop signals
+    assert isinstance(res.exception, Captured), res.output
+    opts = seen["opts"]
+    assert (opts.freq_hz, opts.interval_s, opts.probes) == want

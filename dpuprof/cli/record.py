@@ -79,9 +79,10 @@ Examples:
               help="Comma-separated probes (proc_tree, cpu_sample, softirq, block_io, net_dev, sock_io, "
                    "sched_wait, uprobes), 'all', or 'psutil' for a light mode without root or eBPF.")
 @click.option("--light", is_flag=True,
-              help="The setting for long or always-on runs: -F 19 and every probe but the per-thread "
-                   "waits (sched_wait) and uprobes, so no critical-path inputs (the projection's "
-                   "speedup falls back to CPU seconds). An explicit -F or --probes wins.")
+              help="The setting for long or always-on runs: -F 19, --interval 5 and every probe but the "
+                   "per-thread waits (sched_wait) and uprobes, so no critical-path inputs (the "
+                   "projection's speedup falls back to CPU seconds). An explicit -F, --interval or "
+                   "--probes wins.")
 @click.option("--rules", "rules", default=None, metavar="FILE",
               help="Classification rules (the format of dpuprof/data/rules.toml, docs/taxonomy.md) "
                    "tried before the built-in ones, so they extend or override them. The recording "
@@ -146,11 +147,12 @@ def record(ctx, output, pids, system_wide, cgroup, duration_s, freq_hz, interval
 
         Classifier(extra=rules)  # a bad file: one line and exit 2 now, not after the probes load
     if light:
-        from dpuprof.record.load.probes import LIGHT_PROBES, LIGHT_FREQ_HZ
+        from dpuprof.record.load.probes import LIGHT_FREQ_HZ, LIGHT_INTERVAL_S, LIGHT_PROBES
 
         default = click.core.ParameterSource.DEFAULT
         freq_hz = LIGHT_FREQ_HZ if ctx.get_parameter_source("freq_hz") == default else freq_hz
         probes = ",".join(LIGHT_PROBES) if ctx.get_parameter_source("probes") == default else probes
+        interval_s = LIGHT_INTERVAL_S if ctx.get_parameter_source("interval_s") == default else interval_s
     names = [p.strip() for p in probes.split(",") if p.strip()]
     psutil_only = names == ["psutil"]
     if "psutil" in names and not psutil_only:

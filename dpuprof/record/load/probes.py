@@ -109,11 +109,13 @@ HOT_RAW_SINCE = (5, 18)
 HOT_EVENT_NAMES = {"sched_switch", "sched_waking", "softirq_entry", "softirq_exit"}
 PROBE_NAMES = tuple(p.name for p in PROBES)
 REQUIRED = ("proc_tree", "cpu_sample")  # without these there is no workload or category split
-# record --light: the categories, bytes and IOs at a fifth of the default frequency, without the
-# per-thread waits (sched_wait: a hook on every switch and wake-up, and a row per thread per
-# interval) or uprobes; for long and always-on recordings.
+# record --light: the categories, bytes and IOs at a fifth of the default frequency, drained a fifth
+# as often (the recorder's work is mostly per drain), without the per-thread waits (sched_wait: a
+# hook on every switch and wake-up, and a row per thread per interval) or uprobes; for long and
+# always-on recordings.
 LIGHT_PROBES = ("proc_tree", "cpu_sample", "softirq", "block_io", "net_dev", "sock_io")
 LIGHT_FREQ_HZ = 19
+LIGHT_INTERVAL_S = 5.0
 
 
 def probe_dir() -> Path:
