@@ -253,15 +253,6 @@ class Recorder:
             child.stop_requested_at = now
             child.escalation = max(child.escalation, 1)
 
-    def _prime(self) -> None:
-        """Take every cumulative counter's baseline now, so interval 0 starts with the command."""
-        if self.bpf is None:
-            return
-        self.samples.prime()
-        for drainer in (self.softirq, self.block, self.net, self.sock, self.lost, self.uprobes):
-            if drainer is not None:
-                drainer.drain()
-
     # ------------------------------------------------------------------ per interval
     def _workload_pids(self) -> set[int]:
         return self.work.pids(self.source.parents())

@@ -210,10 +210,3 @@ class Btf:
                 raise BtfError(f"{struct_name}.{path} is a bitfield")
             total += bit_off // 8
         return Member(total, self.sizeof(tid))
-
-
-def member_offsets(wanted: dict[str, tuple[str, str]], path: Path | str = VMLINUX) -> dict[str, Member]:
-    """{constant name: Member} for ``wanted`` {constant name: (struct, member path)}; raises
-    BtfError when BTF is unavailable or any member is missing."""
-    btf = Btf.load(path)
-    return {const: btf.member(s, m) for const, (s, m) in wanted.items()}
