@@ -33,6 +33,10 @@ POD_UID = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
     ("/system.slice/sshd.service", Job("unit", "sshd.service")),
     ("/user.slice/user-1000.slice/session-3.scope", Job("unit", "session-3.scope")),
     ("/system.slice/docker-0123abcd.scope", Job("unit", "docker-0123abcd.scope")),
+    # read from inside a container's cgroup namespace: the ".." steps name nothing
+    (f"/../../kubepods-burstable-pod{POD_UID.replace('-', '_')}.slice/cri-containerd-9.scope", Job("pod", POD_UID)),
+    ("/../../../system.slice/sshd.service", Job("unit", "sshd.service")),
+    ("/../../other/group", Job("cgroup", "/other/group")),
     # anything else: the path
     ("/", Job("cgroup", "/")),
     ("/dpuprof-test/inner", Job("cgroup", "/dpuprof-test/inner")),

@@ -13,6 +13,8 @@ that the innermost job-like group decides:
 - **systemd**: the innermost ``*.scope`` or ``*.service`` group: kind ``unit``, the unit's name.
 - anything else: kind ``cgroup``, the path itself (``/`` for kernel threads).
 
+Paths read inside a cgroup namespace (``/../../x.slice/...``) lose their ``..`` steps first.
+
 A process without a path (exited before /proc was read, or the idle task) is kind ``none``, job
 ``""``.
 """
@@ -45,7 +47,10 @@ def job_of(cgroup: str | None) -> Job:
     the module docstring for the rules. None or empty gives NO_JOB."""
     if not cgroup:
         return NO_JOB
-    parts = [p for p in cgroup.split("/") if p]
+    # In a container with a cgroup namespace of its own (a DaemonSet on cgroup v2), the host's
+    # other groups read as relative to the container's (``/../../kubepods-...``): the ".." steps
+    # name nothing.
+    parts = [p for p in cgroup.split("/") if p and p != ".."]
     if any(p.startswith("kubepods") for p in parts):
         for part in reversed(parts):
             m = _POD.match(part)

@@ -60,13 +60,14 @@ def parse_size(text: str, option: str = "--rotate-size") -> int:
 
 
 def parse_listen(text: str) -> tuple[str, int]:
-    """``"9477"`` -> ("127.0.0.1", 9477); ``"0.0.0.0:9477"``, ``"[::]:9477"`` as written."""
+    """``"9477"`` -> ("127.0.0.1", 9477); ``"0.0.0.0:9477"``, ``"[::]:9477"`` as written; port 0
+    takes a free port (the agent's first line names it)."""
     m = re.fullmatch(r"(?:\[([0-9a-fA-F:.]+)\]|([^:\[\]]*)):(\d+)|(\d+)", text.strip())
     if not m:
         raise UserError(f"--listen: expected PORT or ADDR:PORT (e.g. 0.0.0.0:{DEFAULT_PORT}), got {text!r}")
     port = int(m.group(3) or m.group(4))
-    if not 0 < port < 65536:
-        raise UserError(f"--listen: port {port} is not in 1-65535")
+    if not 0 <= port < 65536:
+        raise UserError(f"--listen: port {port} is not in 0-65535")
     addr = m.group(1) or m.group(2) or "127.0.0.1"
     return addr, port
 
