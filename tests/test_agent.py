@@ -96,12 +96,12 @@ def test_intervals_become_counters_with_bounded_labels():
     got = _scrape(m)
     node = ("node", "node1")
     cpu = "dpuprof_cpu_seconds_total"
-    assert got[(cpu, (("category", "compression"), ("job", "7"), ("job_kind", "slurm"), node,
+    assert got[(cpu, (("category", "compression"), ("job_id", "7"), ("job_kind", "slurm"), node,
                       ("subcategory", "compression.zlib")))] == pytest.approx(1.5)
-    assert got[(cpu, (("category", "network"), ("job", "sshd.service"), ("job_kind", "unit"), node,
+    assert got[(cpu, (("category", "network"), ("job_id", "sshd.service"), ("job_kind", "unit"), node,
                       ("subcategory", "network.tcpip")))] == pytest.approx(0.1)
-    assert got[(cpu, (("category", "idle"), ("job", ""), ("job_kind", "none"), node, ("subcategory", "idle")))] == 0.5
-    assert got[("dpuprof_socket_bytes_total", (("direction", "tx"), ("job", "7"), ("job_kind", "slurm"), node,
+    assert got[(cpu, (("category", "idle"), ("job_id", ""), ("job_kind", "none"), node, ("subcategory", "idle")))] == 0.5
+    assert got[("dpuprof_socket_bytes_total", (("direction", "tx"), ("job_id", "7"), ("job_kind", "slurm"), node,
                                                ("protocol", "tcp")))] == 1000
     assert got[("dpuprof_block_io_bytes_total", (("dev", "vda"), node, ("op", "read")))] == 4096
     assert got[("dpuprof_net_packets_total", (("dev", "eth0"), ("direction", "rx"), node))] == 1
@@ -110,7 +110,8 @@ def test_intervals_become_counters_with_bounded_labels():
     assert got[("dpuprof_recorded_seconds_total", (node,))] == 2.0
     assert ("process_cpu_seconds_total", ()) in got  # the agent's own CPU
     assert not any(name.endswith("_created") for name, _ in got)
-    allowed = {"category", "subcategory", "job", "job_kind", "node", "protocol", "direction", "dev", "op", "kind"}
+    assert not any(k in ("job", "instance") for _n, labels in got for k, _v in labels)  # Prometheus' own
+    allowed = {"category", "subcategory", "job_id", "job_kind", "node", "protocol", "direction", "dev", "op", "kind"}
     assert {k for _name, labels in got for k, _v in labels} <= allowed  # no pid, comm or cmdline label
 
 
@@ -118,10 +119,10 @@ def test_a_job_gone_at_a_rotation_loses_its_series():
     m = IntervalMetrics("n")
     m.add(0, 1, {"cpu_category": [(5, "compute", "compute.other", 1, 0.25)]},
           [(5, 1, "x", "", 1, 0.0, 1.0, None, "/x.service")])
-    assert any(dict(labels).get("job") == "x.service" for _n, labels in _scrape(m))
+    assert any(dict(labels).get("job_id") == "x.service" for _n, labels in _scrape(m))
     m.rotated(None, live_pids=set())
     got = _scrape(m)
-    assert not any(dict(labels).get("job") == "x.service" for _n, labels in got)
+    assert not any(dict(labels).get("job_id") == "x.service" for _n, labels in got)
     assert got[("dpuprof_rotations_total", (("node", "n"),))] == 1
 
 

@@ -1,6 +1,6 @@
 """Root tests: ``dpuprof agent`` with the real eBPF probes. A workload runs in a cgroup v2 group of
 its own shaped like a Slurm job's (``.../job_N``); /metrics, scraped over HTTP on 127.0.0.1, must
-carry its CPU under job=N, job_kind=slurm; the rotating files must cover the run with no interval
+carry its CPU under job_id=N, job_kind=slurm; the rotating files must cover the run with no interval
 missing; and ``kill -9`` must lose at most the interval being recorded."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -81,6 +82,18 @@ def _assert_contiguous(recs) -> None:
         assert (iv["t_start"].iloc[1:].to_numpy() == iv["t_end"].iloc[:-1].to_numpy()).all(), rec.path
 
 
+def _zlib_in(group_dir: str, seconds: float) -> float:
+    """Run the zlib workload for ``seconds`` inside cgroup ``group_dir``; its CPU seconds."""
+    def into_group():  # the child joins the group before it execs the workload
+        with open(os.path.join(group_dir, "cgroup.procs"), "w") as fh:
+            fh.write(str(os.getpid()))
+
+    work = subprocess.run([PYTHON, WORKLOADS / "zlib_compress.py", str(seconds)], preexec_fn=into_group,
+                          capture_output=True, text=True, timeout=120)
+    assert work.returncode == 0, work.stderr
+    return json.loads(work.stdout)["cpu_s"]
+
+
 @pytest.fixture
 def slurm_like_cgroup():
     """A cgroup v2 group ``/dpuprof-agent-test-PID/job_PID``: (its path as /proc shows it, job id)."""
@@ -106,19 +119,12 @@ def test_agent_metrics_carry_a_jobs_cpu_and_files_cover_the_run(tmp_path, slurm_
     try:
         _wait_recorded(agent, port, 0.0)
 
-        def into_group():  # the child joins the group before it execs the workload
-            with open(os.path.join(group_dir, "cgroup.procs"), "w") as fh:
-                fh.write(str(os.getpid()))
-
-        work = subprocess.run([PYTHON, WORKLOADS / "zlib_compress.py", "6"], preexec_fn=into_group,
-                              capture_output=True, text=True, timeout=120)
-        assert work.returncode == 0, work.stderr
-        cpu_s = json.loads(work.stdout)["cpu_s"]
+        cpu_s = _zlib_in(group_dir, 6)
         covered = _wait_recorded(agent, port, 0.0)
         _wait_recorded(agent, port, covered + 2.0)  # the workload's last interval is committed
         samples = _scrape(port)
         mine = [(labels, v) for n, labels, v in samples if n == "dpuprof_cpu_seconds_total"
-                and labels["job"] == job and labels["job_kind"] == "slurm"]
+                and labels["job_id"] == job and labels["job_kind"] == "slurm"]
         job_cpu = sum(v for _l, v in mine)
         compression = sum(v for labels, v in mine if labels["category"] == "compression")
         assert 0.7 * cpu_s <= job_cpu <= 1.3 * cpu_s + 0.2, (job_cpu, cpu_s)  # exact CPU, not samples
@@ -176,3 +182,67 @@ def test_agent_killed_keeps_every_committed_interval(tmp_path):
     assert sum(len(r.table("intervals")) for r in recs) >= before  # nothing committed was lost
     _assert_contiguous(recs)
     assert not recs[-1].complete and all(r.complete for r in recs[:-1])
+
+
+def _prometheus(tmp_path: Path, agent_port: int):
+    """A real Prometheus server (Debian's ``prometheus``, setup-dev.sh) scraping the agent every
+    second on 127.0.0.1; (the process, its port)."""
+    import shutil
+
+    exe = shutil.which("prometheus")
+    if exe is None:
+        if os.environ.get("DPUPROF_REQUIRE_ROOT_TESTS") == "1":
+            raise AssertionError("prometheus is not installed (scripts/setup-dev.sh installs it)")
+        pytest.skip("prometheus is not installed (apt-get install prometheus)")
+    port = _free_port()
+    config = tmp_path / "prometheus.yml"
+    config.write_text("global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+                      "scrape_configs:\n"
+                      f"  - job_name: dpuprof\n    static_configs: [{{targets: ['127.0.0.1:{agent_port}']}}]\n")
+    proc = subprocess.Popen([exe, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                             f"--web.listen-address=127.0.0.1:{port}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return proc, port
+
+
+def _query(port: int, promql: str) -> list:
+    """The instant vector of ``promql`` through Prometheus' HTTP API: [(labels, value)]."""
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        body = json.load(resp)
+    assert body["status"] == "success", body
+    return [(r["metric"], float(r["value"][1])) for r in body["data"]["result"]]
+
+
+def test_prometheus_scrapes_the_agent_and_rates_a_jobs_cpu(tmp_path, slurm_like_cgroup):
+    group_dir, _group, job = slurm_like_cgroup
+    port = _free_port()
+    agent = _start_agent(tmp_path / "recs", port, "10s")
+    server = None
+    try:
+        _wait_recorded(agent, port, 0.0)
+        server, prom = _prometheus(tmp_path, port)
+        up = []
+        deadline = time.time() + STARTUP_S
+        while time.time() < deadline and not any(v == 1 for _m, v in up):
+            time.sleep(0.5)
+            try:
+                up = _query(prom, 'up{job="dpuprof"}')
+            except OSError:
+                pass  # not listening yet
+        assert any(v == 1 for _m, v in up), up
+        cpu_s = _zlib_in(group_dir, 6)
+        covered = _wait_recorded(agent, port, 0.0)
+        _wait_recorded(agent, port, covered + 3.0)  # committed, and scraped at 1 s
+        time.sleep(2.0)
+        sel = f'dpuprof_cpu_seconds_total{{job_kind="slurm",job_id="{job}"}}'
+        by_cat = dict((m["category"], v) for m, v in _query(prom, f"sum by (category) (rate({sel}[1m]))"))
+        assert by_cat and max(by_cat, key=by_cat.get) == "compression", by_cat
+        (total,) = [v for _m, v in _query(prom, f"sum(increase({sel}[1m]))")]
+        # increase() counts from each series' first scrape: the first interval's CPU is not in it
+        assert 0.5 * cpu_s <= total <= 2.0 * cpu_s, (total, cpu_s)
+    finally:
+        for proc in (server, agent):
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                proc.wait(timeout=60)

@@ -9,10 +9,10 @@ stack or command line is ever a label.
 
 Metrics (each also labelled ``node``):
 
-- ``dpuprof_cpu_seconds_total{category, subcategory, job, job_kind}``: host CPU by category and
+- ``dpuprof_cpu_seconds_total{category, subcategory, job_id, job_kind}``: host CPU by category and
   job (the exact-CPU split of cpu_category; ``idle`` included, so all categories add up to CPUs x
   seconds).
-- ``dpuprof_socket_bytes_total{protocol, direction, job, job_kind}`` and ``_socket_calls_total``.
+- ``dpuprof_socket_bytes_total{protocol, direction, job_id, job_kind}`` and ``_socket_calls_total``.
 - ``dpuprof_block_io_bytes_total{dev, op}``, ``dpuprof_block_ios_total{dev, op}``.
 - ``dpuprof_net_bytes_total{dev, direction}``, ``dpuprof_net_packets_total{dev, direction}``.
 - ``dpuprof_lost_total{kind}``: data the probes or the recorder lost (recording's ``lost`` table).
@@ -28,7 +28,9 @@ from prometheus_client import CollectorRegistry, Counter, ProcessCollector, disa
 
 from dpuprof.agent.jobs import JobLabels
 
-_JOB = ("job", "job_kind")
+# Not "job": Prometheus sets a target label of that name at every scrape, and a scraped "job" label
+# would be renamed exported_job (unless honor_labels), so the job id has a name of its own.
+_JOB = ("job_id", "job_kind")
 
 
 class IntervalMetrics:

@@ -8,17 +8,18 @@ import click
 
 EPILOG = """\b
 What /metrics holds (every series is labelled node=HOSTNAME):
-  dpuprof_cpu_seconds_total{category,subcategory,job,job_kind}  host CPU by category and job
-  dpuprof_socket_bytes_total / _socket_calls_total{protocol,direction,job,job_kind}
+  dpuprof_cpu_seconds_total{category,subcategory,job_id,job_kind}  host CPU by category and job
+  dpuprof_socket_bytes_total / _socket_calls_total{protocol,direction,job_id,job_kind}
   dpuprof_block_io_bytes_total, dpuprof_block_ios_total{dev,op}
   dpuprof_net_bytes_total, dpuprof_net_packets_total{dev,direction}
   dpuprof_lost_total{kind}, dpuprof_recorded_seconds_total, dpuprof_rotations_total
   process_cpu_seconds_total, process_resident_memory_bytes, ...  the agent's own cost
 
 \b
-Jobs come from each process's cgroup v2 path: a Kubernetes pod (job_kind=pod, job=its uid), a
+Jobs come from each process's cgroup v2 path: a Kubernetes pod (job_kind=pod, job_id=its uid), a
 Slurm job (slurm, the job id), a systemd unit (unit, e.g. sshd.service), else the cgroup path.
-No pid, command line or stack is ever a label.
+No pid, command line or stack is ever a label. (The label is job_id, not job: Prometheus gives
+every scraped series a job label of its own, the scrape job's name.)
 
 \b
 Exposure: by default /metrics listens on 127.0.0.1 only. --listen 0.0.0.0:PORT lets anyone who
