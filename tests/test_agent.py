@@ -176,7 +176,8 @@ def test_rotation_by_size_keeps_the_newest_files(tmp_path):
 
 
 def test_agent_bad_options_are_one_line():
-    for args in (["--rotate", "soon"], ["--listen", "x:y"], ["--rotate", "off"], ["--probes", "psutil"]):
+    for args in (["--rotate", "soon"], ["--listen", "x:y"], ["--rotate", "off"], ["--probes", "psutil"],
+                 ["--project", "no-such-dpu"]):
         proc = dpuprof("agent", *args, "-D", "out")
         assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, (args, proc.stderr)
         assert proc.stderr.startswith("dpuprof: error:") and "Traceback" not in proc.stderr
@@ -187,3 +188,35 @@ def test_agent_help_ends_with_examples_and_says_what_listen_exposes():
     assert "0.0.0.0" in out and "no authentication" in out
     assert out.rstrip().splitlines()[-1].lstrip().startswith("dpuprof report")
     assert "Examples:" in out
+
+
+def test_jobs_to_project_are_the_busiest_with_their_pids():
+    import pandas as pd
+
+    from dpuprof.agent.projecting import job_pids
+
+    procs = pd.DataFrame({"pid": [0, 1, 2, 3, 4], "cgroup": [None, "/a.service", "/a.service", "/b/job_9", "/c.scope"]})
+    cpu = pd.DataFrame({"pid": [0, 1, 2, 3, 4], "category": ["idle", "network", "compute", "compression", "compute"],
+                        "cpu_s": [9.0, 1.0, 1.0, 5.0, 0.5]})
+    assert job_pids(procs, cpu, 2) == {Job("slurm", "9"): {3}, Job("unit", "a.service"): {1, 2}}
+
+
+def test_projection_gauges_per_dpu_and_job(fixture_copy):
+    from dpuprof.agent.projecting import Projector, project_jobs
+
+    m = IntervalMetrics("n")
+    proj = Projector(["bluefield-3"], "n", m.registry)
+    try:
+        results = project_jobs(fixture_copy("ddp-encrypted"), proj.profiles, 5)
+        proj.publish(results)
+    finally:
+        proj.close()
+    (dpu, job, freed, bounds), = results  # the fixture's processes are all in cgroup /
+    assert (dpu, job) == ("bluefield-3", Job("cgroup", "/")) and freed > 0
+    assert bounds["low"] <= bounds["expected"] <= bounds["high"]
+    got = _scrape(m)
+    labels = (("dpu", "bluefield-3"), ("job_id", "/"), ("job_kind", "cgroup"), ("node", "n"))
+    assert got[("dpuprof_projected_freed_cores", labels)] == pytest.approx(freed)
+    assert got[("dpuprof_projected_speedup", (("bound", "expected"),) + labels)] == pytest.approx(bounds["expected"])
+    proj.publish([])  # the next file has no job: the series go
+    assert not any(name.startswith("dpuprof_projected") for name, _ in _scrape(m))

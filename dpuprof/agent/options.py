@@ -39,6 +39,7 @@ class AgentOptions:
     interval_s: float = 1.0
     probes: list[str] = field(default_factory=list)  # empty: the light set (light_probes)
     duration_s: float | None = None
+    project: list[str] = field(default_factory=list)  # DPU profiles projected at each rotation (projecting.py)
     node: str = field(default_factory=socket.gethostname)
 
 

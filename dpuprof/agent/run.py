@@ -59,6 +59,17 @@ def run_agent(opts: AgentOptions, on_error: Callable[[str], None], on_ready: Cal
     from dpuprof.record.recorder import Recorder
 
     metrics = metrics or IntervalMetrics(opts.node)
+    projector = None
+    if opts.project:
+        from dpuprof.agent.projecting import Projector
+
+        projector = Projector(opts.project, opts.node, metrics.registry)  # a bad profile: UserError now
+
+    def rotated(path, pids):
+        metrics.rotated(path, pids)
+        if projector is not None:
+            projector.submit(path)
+
     server = serve_metrics(metrics, opts.listen)
     if on_ready is not None:
         on_ready(f"serving http://{opts.listen[0]}:{server.server_port}/metrics; recordings in {opts.directory}")
@@ -67,7 +78,7 @@ def run_agent(opts: AgentOptions, on_error: Callable[[str], None], on_ready: Cal
     def factory(path, meta, owner):
         writer = directory_writer_factory(opts.directory, opts.node, rotate_s=opts.rotate_s,
                                           rotate_bytes=opts.rotate_bytes, keep=opts.keep,
-                                          on_interval=metrics.add, on_rotate=metrics.rotated)(path, meta, owner)
+                                          on_interval=metrics.add, on_rotate=rotated)(path, meta, owner)
         made.append(writer)
         return writer
 
@@ -75,5 +86,7 @@ def run_agent(opts: AgentOptions, on_error: Callable[[str], None], on_ready: Cal
         res = Recorder(recorder_options(opts), status=None, on_error=on_error, writer_factory=factory).run()
     finally:
         server.shutdown()
+        if projector is not None:
+            projector.close()
     files = [p for p in made[0].files if p.exists()] if made else []
     return AgentResult(seconds=res.seconds, files=files, write_ok=res.write_ok)

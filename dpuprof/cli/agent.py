@@ -14,6 +14,8 @@ What /metrics holds (every series is labelled node=HOSTNAME):
   dpuprof_net_bytes_total, dpuprof_net_packets_total{dev,direction}
   dpuprof_lost_total{kind}, dpuprof_recorded_seconds_total, dpuprof_rotations_total
   process_cpu_seconds_total, process_resident_memory_bytes, ...  the agent's own cost
+  with --project: dpuprof_projected_freed_cores{dpu,job_id,job_kind} and
+  dpuprof_projected_speedup{dpu,bound=low|expected|high,job_id,job_kind} of the last completed file
 
 \b
 Jobs come from each process's cgroup v2 path: a Kubernetes pod (job_kind=pod, job_id=its uid), a
@@ -38,6 +40,7 @@ Examples:
   sudo dpuprof agent                                    # /var/lib/dpuprof, 10-minute files, :9477
   sudo dpuprof agent -D /var/tmp/dpuprof --rotate 1m --keep 60
   sudo dpuprof agent --rotate 1h --rotate-size 256M --listen 0.0.0.0:9477
+  sudo dpuprof agent --project bluefield-3,connectx-7     # projected offload per job, each rotation
   curl -s 127.0.0.1:9477/metrics | grep dpuprof_cpu_seconds_total
   dpuprof report "$(ls /var/lib/dpuprof/*.rec | tail -n 2 | head -n 1)"   # the last complete file
 """
@@ -60,9 +63,13 @@ Examples:
               help="Seconds between map drains; /metrics advances once per interval.")
 @click.option("--probes", default="light", show_default=True,
               help="Comma-separated probes (as dpuprof record --probes), 'all', or 'light' (all but sched_wait).")
+@click.option("--project", "project", metavar="DPU[,DPU...]",
+              help="At each rotation, project the completed file on these DPU profiles (bluefield-3, "
+                   "connectx-7, ... or a .toml) per job, as gauges (below). Costs a few CPU-seconds "
+                   "and ~100 MB (pandas) per rotation, in a background thread.")
 @click.option("-d", "--duration", "duration_s", type=click.FloatRange(0.1, None), metavar="SECONDS",
               help="Stop after SECONDS (default: run until SIGTERM or SIGINT).")
-def agent(directory, rotate, rotate_size, keep, listen, freq_hz, interval_s, probes, duration_s):
+def agent(directory, rotate, rotate_size, keep, listen, freq_hz, interval_s, probes, project, duration_s):
     """Record the whole host until SIGTERM or SIGINT: CPU by category (network, storage, crypto,
     compression, compute, kernel_other) attributed to jobs by cgroup, in rotating recordings, and
     as Prometheus counters at /metrics.
@@ -88,7 +95,8 @@ def agent(directory, rotate, rotate_size, keep, listen, freq_hz, interval_s, pro
         raise UserError("--probes psutil: the agent needs the eBPF probes (it splits CPU into categories)")
     opts = AgentOptions(directory=Path(directory), rotate_s=rotate_s, rotate_bytes=rotate_bytes, keep=keep,
                         listen=parse_listen(listen), freq_hz=freq_hz, interval_s=interval_s,
-                        probes=[] if names == ["light"] else _all_or(names), duration_s=duration_s)
+                        probes=[] if names == ["light"] else _all_or(names), duration_s=duration_s,
+                        project=[p.strip() for p in (project or "").split(",") if p.strip()])
     res = run_agent(opts, on_error=_error, on_ready=lambda line: click.echo(f"dpuprof agent: {line}", err=True))
     click.echo(f"dpuprof agent: recorded {res.seconds:.1f} s; {len(res.files)} file(s) kept in {directory}",
                err=True)
