@@ -56,3 +56,13 @@ def test_the_agent_records_as_nobody_with_the_units_capabilities(nobody_dir):  #
     for path in files:
         rec = load(path)
         assert rec.complete and not rec.table("cpu_category").empty, path
+
+
+@pytest.mark.root
+def test_the_agent_without_the_capabilities_says_which_in_one_line(nobody_dir):  # noqa: F811
+    proc = as_nobody("+bpf", ["-m", "dpuprof", "agent", "-D", str(nobody_dir / "recs"), "--listen", "127.0.0.1:0"],
+                     nobody_dir)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("dpuprof: error:") and "CAP_PERFMON" in line
+    assert not (nobody_dir / "recs").exists()  # nothing started

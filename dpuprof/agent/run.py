@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import errno
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from dpuprof.agent.metrics import IntervalMetrics
 from dpuprof.agent.options import AgentOptions, light_probes
 from dpuprof.agent.rotate import directory_writer_factory
 from dpuprof.errors import UserError
+
+if TYPE_CHECKING:  # prometheus-client is imported once the privileges are known to be there
+    from dpuprof.agent.metrics import IntervalMetrics
 
 
 @dataclass
@@ -57,6 +59,11 @@ def run_agent(opts: AgentOptions, on_error: Callable[[str], None], on_ready: Cal
     (child.block_signals) before any thread starts, so the recorder takes them. ``on_ready`` gets
     one line once /metrics is served."""
     from dpuprof.record.recorder import Recorder
+    from dpuprof.record.sources import make_source
+
+    rec_opts = recorder_options(opts)
+    make_source(rec_opts).check()  # privileges, bcc, host PID namespace: one line before anything starts
+    from dpuprof.agent.metrics import IntervalMetrics
 
     metrics = metrics or IntervalMetrics(opts.node)
     projector = None
@@ -83,7 +90,7 @@ def run_agent(opts: AgentOptions, on_error: Callable[[str], None], on_ready: Cal
         return writer
 
     try:
-        res = Recorder(recorder_options(opts), status=None, on_error=on_error, writer_factory=factory).run()
+        res = Recorder(rec_opts, status=None, on_error=on_error, writer_factory=factory).run()
     finally:
         server.shutdown()
         if projector is not None:
