@@ -100,7 +100,8 @@ def test_intervals_become_counters_with_bounded_labels():
                       ("subcategory", "compression.zlib")))] == pytest.approx(1.5)
     assert got[(cpu, (("category", "network"), ("job_id", "sshd.service"), ("job_kind", "unit"), node,
                       ("subcategory", "network.tcpip")))] == pytest.approx(0.1)
-    assert got[(cpu, (("category", "idle"), ("job_id", ""), ("job_kind", "none"), node, ("subcategory", "idle")))] == 0.5
+    idle = (("category", "idle"), ("job_id", ""), ("job_kind", "none"), node, ("subcategory", "idle"))
+    assert got[(cpu, idle)] == 0.5
     assert got[("dpuprof_socket_bytes_total", (("direction", "tx"), ("job_id", "7"), ("job_kind", "slurm"), node,
                                                ("protocol", "tcp")))] == 1000
     assert got[("dpuprof_block_io_bytes_total", (("dev", "vda"), node, ("op", "read")))] == 4096
@@ -131,7 +132,8 @@ def _intervals(w: RotatingWriter, n: int, t0: float = 1000.0, start: int = 0) ->
     for i in range(start, start + n):
         pid = 100 + i
         w.write_interval(i, t0 + i, t0 + i + 1,
-                         {"cpu_category": [(pid, "compute", "compute.other", 2, 0.02), (100, "network", "network.tcpip", 1, 0.01)],
+                         {"cpu_category": [(pid, "compute", "compute.other", 2, 0.02),
+                                           (100, "network", "network.tcpip", 1, 0.01)],
                           "stack_samples": [(pid, i + 1, 2), (100, 1, 1)]},
                          processes=[(pid, 1, f"p{i}", "", 1, t0 + i, t0 + i + 1, None, "/a.service")]
                          + ([(100, 1, "p0", "", 1, t0, t0 + i + 1, None, "/a.service")] if i else []),

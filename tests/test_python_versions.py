@@ -1,7 +1,8 @@
 """dpuprof installs and runs on every supported Python (>= 3.10: DGX OS 6 and Ubuntu 22.04 ship
 3.10): a fresh venv per interpreter, ``pip install`` of this checkout (its declared dependencies
-only, so a missing ``tomli`` on 3.10 fails here), then ``project`` and ``report`` on a fixture copy.
-The report must be the same as the one this interpreter makes.
+only, so a missing ``tomli`` on 3.10 fails here), then ``project`` and ``report`` on a fixture copy
+and the agent's help and metrics (prometheus-client). The report must be the same as the one this
+interpreter makes.
 
 Interpreters are found in pyenv (``$PYENV_ROOT/versions/3.X.*``) and on PATH or in ~/.local/bin
 (``python3.X``: scripts/setup-dev.sh installs 3.10 and 3.13 with uv where none is present). A
@@ -107,6 +108,12 @@ def test_project_and_report_run_on(version, venv_dpuprof, reference_report, fixt
                          capture_output=True, text=True, timeout=300)
     assert rep.returncode == 0, rep.stderr
     assert comparable(rep.stdout) == reference_report
+    agent = subprocess.run([str(exe), "agent", "--help"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=60)
+    assert agent.returncode == 0 and "dpuprof_cpu_seconds_total" in agent.stdout, agent.stderr
+    metrics = subprocess.run([str(exe.parent / "python"), "-c", "from dpuprof.agent.metrics import IntervalMetrics; "
+                              "IntervalMetrics('n')"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert metrics.returncode == 0, metrics.stderr  # prometheus-client installed as a dependency
     where = subprocess.run([str(exe.parent / "python"), "-c", "import dpuprof, sys; print(dpuprof.__file__)"],
                            env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert str(exe.parent.parent) in where.stdout, "the venv ran the checkout, not its own install"
