@@ -506,7 +506,7 @@ def test_bad_dpu_profile_one_line_exit_2(small_rec, tmp_path, case):
 def test_dpu_profile_fuzz_validates_or_refuses_in_one_line(small_rec):
     # Random values at random places of a shipped profile: validate() either refuses with one line,
     # or the projection runs to a JSON-clean result.
-    import tomllib
+    from dpuprof.tomlcompat import tomllib
 
     from dpuprof.project.inputs import from_recording
     from dpuprof.project.profiles import validate

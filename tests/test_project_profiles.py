@@ -1,12 +1,12 @@
 """DPU profiles: the shipped ones are complete and sourced; bad ones fail with one clear line."""
 
 import math
-import tomllib
 
 import pytest
 
 from dpuprof.errors import UserError
 from dpuprof.project.profiles import data_dir, known_profiles, load_profile, validate
+from dpuprof.tomlcompat import tomllib
 
 SHIPPED = ("bluefield-2", "bluefield-3", "connectx-7", "ideal")
 

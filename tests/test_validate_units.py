@@ -59,7 +59,7 @@ def test_one_category_profile_loads_and_offloads_only_that_category(tmp_path):
     eng = runner.one_category_profile("crypto", {"mode": "sync", "L_ns": 50000, "n_from": "cpu_chunks",
                                                  "chunk_bytes": 1048576, "host_bytes_per_cpu_s": 9e9},
                                       tmp_path / "e.toml")
-    import tomllib
+    from dpuprof.tomlcompat import tomllib
 
     mech = tomllib.loads(eng.read_text())["mechanism"][0]
     assert mech["mode"]["value"] == "sync" and mech["L_ns"]["value"] == 50000

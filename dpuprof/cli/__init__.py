@@ -8,6 +8,7 @@ import sys
 import click
 
 from dpuprof import __version__
+from dpuprof.cli.agent import agent
 from dpuprof.cli.doctor import doctor
 from dpuprof.cli.project import project
 from dpuprof.cli.record import record
@@ -24,6 +25,7 @@ Examples:
   dpuprof report -o report.html
   dpuprof report fixtures/ddp-plain/recording.rec --format json
   dpuprof doctor
+  sudo dpuprof agent --rotate 10m --keep 6      # every node, for good: rotating files, /metrics
 """
 
 
@@ -40,6 +42,7 @@ cli.add_command(record)
 cli.add_command(project)
 cli.add_command(report)
 cli.add_command(doctor)
+cli.add_command(agent)
 
 
 def usage_line(err: click.UsageError) -> str:

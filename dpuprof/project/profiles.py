@@ -14,12 +14,12 @@ The file's schema is a set of pydantic models (the public :class:`Profile`, :cla
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from dpuprof.categories import CATEGORIES
+from dpuprof.tomlcompat import tomllib
 from dpuprof.errors import UserError
 from dpuprof.project.profile_schema import MODES, SCHEMA_VERSION, Mechanism, Param, Profile, one_line
 

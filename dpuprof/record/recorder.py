@@ -70,10 +70,14 @@ class RunResult:
 
 
 class Recorder:
-    def __init__(self, opts: Options, status=None, on_error: Callable[[str], None] | None = None):
+    def __init__(self, opts: Options, status=None, on_error: Callable[[str], None] | None = None,
+                 writer_factory: Callable[..., RecordingWriter] = RecordingWriter):
         """``status``: a StatusLine-like object (update, clear) or None; ``on_error`` takes one
-        line per write error, when it happens (the command may run on for hours after)."""
+        line per write error, when it happens (the command may run on for hours after);
+        ``writer_factory(path, meta, owner)``: what writes the intervals, RecordingWriter's
+        interface (dpuprof agent passes one that rotates files: dpuprof/agent/rotate.py)."""
         self.opts = opts
+        self.writer_factory = writer_factory
         self.status = status
         self.on_error = on_error or (lambda line: None)
         self.user = childmod.invoking_user(opts.as_root)
@@ -117,7 +121,7 @@ class Recorder:
         self.threads = ThreadRecorder(self.source.sched_wait_maps(),
                                       started=None if self.work.target.command else time.time())
         owner = (self.user.uid, self.user.gid) if self.user else None
-        writer = RecordingWriter(self.opts.output, self._meta(), owner)
+        writer = self.writer_factory(self.opts.output, self._meta(), owner)
         self.source.prime()
         self.own_cpu = RecorderCpu()  # the recorder's own CPU from here on, per interval
         sig = childmod.pending_stop()

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import fnmatch
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from dpuprof.categories import CATEGORIES, IDLE, OBSERVER, top_level
+from dpuprof.tomlcompat import tomllib
 from dpuprof.errors import UserError
 
 #: Keys each table kind accepts; the first tuple is required.

@@ -1,0 +1,111 @@
+"""Prometheus metrics from committed intervals, through the maintained ``prometheus-client``.
+
+``IntervalMetrics.add(t0, t1, tables, processes)`` takes what the recorder has just committed
+(RecordingWriter.write_interval's tables and process rows; ``RotatingWriter.on_interval``) and
+adds it to counters. Every counter is a ``_total`` in base units (seconds, bytes), and every label
+has a bounded set of values: categories and subcategories come from dpuprof/data/rules.toml, jobs
+from jobs.py (capped by ``JobLabels.max_jobs``), devices and loss kinds from the host. No pid,
+stack or command line is ever a label.
+
+Metrics (each also labelled ``node``):
+
+- ``dpuprof_cpu_seconds_total{category, subcategory, job_id, job_kind}``: host CPU by category and
+  job (the exact-CPU split of cpu_category; ``idle`` included, so all categories add up to CPUs x
+  seconds).
+- ``dpuprof_socket_bytes_total{protocol, direction, job_id, job_kind}`` and ``_socket_calls_total``.
+- ``dpuprof_block_io_bytes_total{dev, op}``, ``dpuprof_block_ios_total{dev, op}``.
+- ``dpuprof_net_bytes_total{dev, direction}``, ``dpuprof_net_packets_total{dev, direction}``.
+- ``dpuprof_lost_total{kind}``: data the probes or the recorder lost (recording's ``lost`` table).
+- ``dpuprof_recorded_seconds_total``: wall time covered by committed intervals (rates divide by
+  it to check coverage); ``dpuprof_rotations_total``: recording files completed.
+- ``process_cpu_seconds_total`` and the other ``process_*`` metrics of the agent itself
+  (prometheus-client's ProcessCollector): the recorder's own CPU and memory.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, ProcessCollector, disable_created_metrics
+
+from dpuprof.agent.jobs import JobLabels
+
+# Not "job": Prometheus sets a target label of that name at every scrape, and a scraped "job" label
+# would be renamed exported_job (unless honor_labels), so the job id has a name of its own.
+_JOB = ("job_id", "job_kind")
+
+
+class IntervalMetrics:
+    """The agent's counters in their own registry (``registry``), for ``node``."""
+
+    def __init__(self, node: str, jobs: JobLabels | None = None, registry: CollectorRegistry | None = None):
+        disable_created_metrics()  # no *_created series: they double /metrics and no query here needs them
+        self.node = node
+        self.jobs = jobs or JobLabels()
+        self.registry = registry or CollectorRegistry()
+        self.series: dict = {}  # Job -> {(counter, label values)} of its series
+        ProcessCollector(registry=self.registry)
+        r, n = self.registry, ("node",)
+
+        def counter(name, doc, labels):
+            return Counter(name, doc, labels + n, registry=r)
+
+        self.cpu = counter("dpuprof_cpu_seconds", "Host CPU seconds by category, subcategory and job",
+                           ("category", "subcategory") + _JOB)
+        self.sock_bytes = counter("dpuprof_socket_bytes", "Socket payload bytes by job",
+                                  ("protocol", "direction") + _JOB)
+        self.sock_calls = counter("dpuprof_socket_calls", "Socket send/receive calls by job",
+                                  ("protocol", "direction") + _JOB)
+        self.block_bytes = counter("dpuprof_block_io_bytes", "Block IO bytes completed", ("dev", "op"))
+        self.block_ios = counter("dpuprof_block_ios", "Block IOs completed", ("dev", "op"))
+        self.net_bytes = counter("dpuprof_net_bytes", "Network device bytes", ("dev", "direction"))
+        self.net_packets = counter("dpuprof_net_packets", "Network device packets", ("dev", "direction"))
+        self.lost = counter("dpuprof_lost", "Data lost by the probes or the recorder, by kind", ("kind",))
+        self.recorded = counter("dpuprof_recorded_seconds", "Wall seconds covered by committed intervals", ())
+        self.rotations = counter("dpuprof_rotations", "Recording files completed", ())
+        self.recorded.labels(node=node)  # present from the first scrape, at 0
+        self.rotations.labels(node=node)
+
+    def add(self, t0: float, t1: float, tables: dict, processes=()) -> None:
+        """Add one committed interval [t0, t1): ``tables`` as RecordingWriter.write_interval takes
+        them, ``processes`` its process rows (pid first, cgroup ninth when present)."""
+        for row in processes:
+            self.jobs.note(row[0], row[8] if len(row) > 8 else None)
+        node = self.node
+        for pid, cat, sub, _samples, cpu_s in tables.get("cpu_category") or ():
+            if cpu_s > 0:
+                self._job_series(self.cpu, pid, cat, sub).inc(cpu_s)
+        for pid, proto, direction, nbytes, calls in tables.get("sock_io") or ():
+            self._job_series(self.sock_bytes, pid, proto, direction).inc(nbytes)
+            self._job_series(self.sock_calls, pid, proto, direction).inc(calls)
+        for dev, op, nbytes, ios in tables.get("block_io") or ():
+            self.block_bytes.labels(dev, op, node).inc(nbytes)
+            self.block_ios.labels(dev, op, node).inc(ios)
+        for dev, direction, nbytes, packets in tables.get("net_io") or ():
+            self.net_bytes.labels(dev, direction, node).inc(nbytes)
+            self.net_packets.labels(dev, direction, node).inc(packets)
+        for kind, count in tables.get("lost") or ():
+            if count > 0:
+                self.lost.labels(kind, node).inc(count)
+        self.recorded.labels(node).inc(max(0.0, t1 - t0))
+
+    def _job_series(self, counter: Counter, pid: int, *labels: str):
+        """``counter``'s child for ``labels`` and ``pid``'s job, remembered under that job so that
+        it can be removed when the job is gone (``rotated``)."""
+        job = self.jobs.of(pid)
+        values = (*labels, job.name, job.kind, self.node)
+        self.series.setdefault(job, set()).add((counter, values))
+        return counter.labels(*values)
+
+    def rotated(self, _path=None, live_pids=None) -> None:
+        """One recording file completed (RotatingWriter.on_rotate). With ``live_pids`` (the
+        processes the next file may still refer to), the jobs left without a process lose their
+        series: a host that runs a new pod or Slurm job every hour keeps a bounded /metrics (the
+        server has the dead job's counts; its series ends, as a finished pod's do in cAdvisor)."""
+        self.rotations.labels(self.node).inc()
+        if live_pids is None:
+            return
+        for job in self.jobs.retain(live_pids):
+            for counter, values in self.series.pop(job, ()):
+                try:
+                    counter.remove(*values)
+                except KeyError:
+                    pass

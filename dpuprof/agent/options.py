@@ -1,0 +1,78 @@
+"""The agent's settings and the parsing of its option values (durations, sizes, listen address).
+
+Each parser returns the value or raises UserError with one line naming the option and the value.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dpuprof.errors import UserError
+
+#: No port is registered for dpuprof; this one is free in Prometheus' default-port list.
+DEFAULT_PORT = 9477
+DEFAULT_DIR = Path("/var/lib/dpuprof")
+#: The light setting for an always-on agent: 19 Hz (not 99) and no per-thread wait tracing
+#: (sched_wait: a map update on every wake-up), as ``record --light`` will be.
+LIGHT_FREQ_HZ = 19
+LIGHT_WITHOUT = ("sched_wait",)
+
+_UNITS_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_UNITS_B = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+@dataclass
+class AgentOptions:
+    """What ``dpuprof agent`` does: record the whole host into rotating files in ``directory``
+    (a new one every ``rotate_s`` seconds or ``rotate_bytes`` bytes, whichever comes first; None:
+    never on that account), keep the newest ``keep``, serve /metrics on ``listen``."""
+
+    directory: Path = DEFAULT_DIR
+    rotate_s: float | None = 600.0
+    rotate_bytes: int | None = None
+    keep: int = 6
+    listen: tuple[str, int] = ("127.0.0.1", DEFAULT_PORT)
+    freq_hz: int = LIGHT_FREQ_HZ
+    interval_s: float = 1.0
+    probes: list[str] = field(default_factory=list)  # empty: the light set (light_probes)
+    duration_s: float | None = None
+    project: list[str] = field(default_factory=list)  # DPU profiles projected at each rotation (projecting.py)
+    node: str = field(default_factory=socket.gethostname)
+
+
+def parse_duration(text: str, option: str = "--rotate") -> float:
+    """``"10m"`` -> 600.0; a number with an optional unit s, m, h or d (seconds when none)."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text.lower())
+    if not m or float(m.group(1)) <= 0:
+        raise UserError(f"{option}: expected a duration such as 30s, 10m or 1h, got {text!r}")
+    return float(m.group(1)) * _UNITS_S[m.group(2)]
+
+
+def parse_size(text: str, option: str = "--rotate-size") -> int:
+    """``"64M"`` -> 67108864; a number with an optional unit K, M, G or T (binary; bytes when
+    none, a trailing B or iB allowed)."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", text.lower())
+    if not m or float(m.group(1)) <= 0:
+        raise UserError(f"{option}: expected a size such as 500K, 64M or 1G, got {text!r}")
+    return int(float(m.group(1)) * _UNITS_B[m.group(2)])
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``"9477"`` -> ("127.0.0.1", 9477); ``"0.0.0.0:9477"``, ``"[::]:9477"`` as written; port 0
+    takes a free port (the agent's first line names it)."""
+    m = re.fullmatch(r"(?:\[([0-9a-fA-F:.]+)\]|([^:\[\]]*)):(\d+)|(\d+)", text.strip())
+    if not m:
+        raise UserError(f"--listen: expected PORT or ADDR:PORT (e.g. 0.0.0.0:{DEFAULT_PORT}), got {text!r}")
+    port = int(m.group(3) or m.group(4))
+    if not 0 <= port < 65536:
+        raise UserError(f"--listen: port {port} is not in 0-65535")
+    addr = m.group(1) or m.group(2) or "127.0.0.1"
+    return addr, port
+
+
+def light_probes(names) -> list[str]:
+    """The probes of the light setting among ``names`` (every probe but LIGHT_WITHOUT)."""
+    return [n for n in names if n not in LIGHT_WITHOUT]

@@ -1,0 +1,122 @@
+"""Projected offload per job at each rotation: what a DPU would free, as Prometheus gauges.
+
+When a recording file is completed, ``Projector.submit(path)`` hands it to one background thread
+(so the recorder's drains are never delayed by the model), which loads it, groups its processes
+into jobs by cgroup (jobs.py), and runs the pure projection (dpuprof/project, as ``dpuprof
+project`` does) once per DPU profile and job, with that job's processes as the workload. A file
+that comes while the previous one is still being projected is skipped and counted.
+
+Gauges, replaced whole at each projection (a job that is gone loses its series):
+
+- ``dpuprof_projected_freed_cores{dpu, job_id, job_kind, node}``: the job's CPU seconds the DPU
+  would free, per second of the file (cores).
+- ``dpuprof_projected_speedup{dpu, bound, job_id, job_kind, node}``: the job's speedup range,
+  ``bound`` low / expected / high (docs/projection-model.md).
+- ``dpuprof_projection_skipped_total{node, reason}``: files not projected (``busy``, ``error``).
+
+Only the ``max_jobs`` jobs with the most CPU in the file are projected, bounding the cost.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from dpuprof.agent.jobs import NO_JOB, job_of
+from dpuprof.errors import UserError
+
+
+def job_pids(processes, cpu, max_jobs: int) -> dict:
+    """{Job: set of pids} of a recording's ``processes`` table (pid, cgroup) for the ``max_jobs``
+    jobs with the most CPU in its ``cpu_category`` table (pid, category, cpu_s); idle and
+    processes without a cgroup are no job."""
+    jobs = {pid: job_of(cg if isinstance(cg, str) else None) for pid, cg in zip(processes["pid"], processes["cgroup"])}
+    busy = cpu[cpu["category"] != "idle"].groupby("pid")["cpu_s"].sum()
+    per_job: dict = {}
+    for pid, cpu_s in busy.items():
+        job = jobs.get(int(pid), NO_JOB)
+        if job != NO_JOB:
+            per_job[job] = per_job.get(job, 0.0) + float(cpu_s)
+    top = sorted(per_job, key=per_job.get, reverse=True)[:max_jobs]
+    return {job: {pid for pid, j in jobs.items() if j == job} for job in top}
+
+
+def project_jobs(path: Path, profiles: list, max_jobs: int) -> list[tuple]:
+    """[(dpu name, Job, freed cores, {low, expected, high})] for the recording at ``path``."""
+    from dpuprof.project.assemble import build_projection
+    from dpuprof.project.inputs import from_recording
+    from dpuprof.recording import load
+
+    rec = load(path)
+    base = from_recording(rec)
+    out = []
+    for job, pids in job_pids(rec.table("processes"), rec.table("cpu_category"), max_jobs).items():
+        base.workload_pids = pids
+        for name, profile in profiles:
+            proj = build_projection(base, profile)
+            sp = proj["speedup"]
+            freed = float(sp.get("workload_freed_s") or 0.0) / base.duration_s
+            out.append((name, job, freed, {b: sp.get(b) for b in ("low", "expected", "high")}))
+    return out
+
+
+class Projector:
+    """Projects completed files on ``dpus`` (profile names or TOML paths) in one background thread
+    and publishes the gauges in ``registry``. Profiles are loaded (and checked) at construction:
+    a bad name is a UserError before the agent starts."""
+
+    def __init__(self, dpus: list[str], node: str, registry: CollectorRegistry, max_jobs: int = 20):
+        from dpuprof.project.profiles import load_profile
+
+        self.profiles = [(name, load_profile(name)) for name in dpus]
+        self.node, self.max_jobs = node, max_jobs
+        labels = ("dpu", "job_id", "job_kind", "node")
+        self.freed = Gauge("dpuprof_projected_freed_cores", "Cores of the job's CPU a DPU would free",
+                           labels, registry=registry)
+        self.speedup = Gauge("dpuprof_projected_speedup", "Projected job speedup on the DPU (low, expected, high)",
+                             ("dpu", "bound") + labels[1:], registry=registry)
+        self.skipped = Counter("dpuprof_projection_skipped", "Completed recordings not projected",
+                               ("node", "reason"), registry=registry)
+        self.errors: list[str] = []  # the last few reasons, for the agent's log
+        self._queue: queue.Queue = queue.Queue(maxsize=1)
+        self._thread = threading.Thread(target=self._work, name="dpuprof-projector", daemon=True)
+        self._thread.start()
+
+    def submit(self, path: Path, _pids=None) -> None:
+        """Project ``path`` (RotatingWriter.on_rotate's signature), or count it skipped when busy."""
+        try:
+            self._queue.put_nowait(Path(path))
+        except queue.Full:
+            self.skipped.labels(self.node, "busy").inc()
+
+    def _work(self) -> None:
+        while True:
+            path = self._queue.get()
+            if path is None:
+                return
+            try:
+                self.publish(project_jobs(path, self.profiles, self.max_jobs))
+            except (UserError, OSError, ValueError, KeyError) as err:  # a file that cannot be projected
+                self.skipped.labels(self.node, "error").inc()
+                self.errors = (self.errors + [f"{path.name}: {err}"])[-5:]
+
+    def publish(self, results: list[tuple]) -> None:
+        """Replace the gauges with ``results`` (project_jobs')."""
+        self.freed.clear()
+        self.speedup.clear()
+        for dpu, job, freed, bounds in results:
+            self.freed.labels(dpu, job.name, job.kind, self.node).set(freed)
+            for bound, value in bounds.items():
+                if value is not None:
+                    self.speedup.labels(dpu, bound, job.name, job.kind, self.node).set(float(value))
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Let the file being projected finish (at most ``timeout`` seconds), then stop."""
+        try:
+            self._queue.put(None, timeout=timeout)
+        except queue.Full:
+            return
+        self._thread.join(timeout)
