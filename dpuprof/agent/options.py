@@ -11,14 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dpuprof.errors import UserError
+from dpuprof.record.load.probes import LIGHT_FREQ_HZ, LIGHT_PROBES
 
 #: No port is registered for dpuprof; this one is free in Prometheus' default-port list.
 DEFAULT_PORT = 9477
 DEFAULT_DIR = Path("/var/lib/dpuprof")
-#: The light setting for an always-on agent: 19 Hz (not 99) and no per-thread wait tracing
-#: (sched_wait: a map update on every wake-up), as ``record --light`` will be.
-LIGHT_FREQ_HZ = 19
-LIGHT_WITHOUT = ("sched_wait",)
 
 _UNITS_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _UNITS_B = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -74,5 +71,5 @@ def parse_listen(text: str) -> tuple[str, int]:
 
 
 def light_probes(names) -> list[str]:
-    """The probes of the light setting among ``names`` (every probe but LIGHT_WITHOUT)."""
-    return [n for n in names if n not in LIGHT_WITHOUT]
+    """The probes of ``record --light`` among ``names`` (no per-thread waits, no uprobes)."""
+    return [n for n in names if n in LIGHT_PROBES]

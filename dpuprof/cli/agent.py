@@ -33,7 +33,8 @@ is no authentication or TLS, so widen it only behind a firewall or a NetworkPoli
 Recordings: DIR/HOST-YYYYmmddTHHMMSSZ-NNNNNN.rec, a new one every --rotate (or --rotate-size),
 each starting where the previous one ended; the newest --keep are kept (the one being written
 counts). Each is an ordinary recording: dpuprof report / project read it. The light setting is
-the default: -F 19 and every probe but sched_wait (per-thread waits).
+the default, as record --light's: -F 19 and every probe but the per-thread waits (sched_wait)
+and uprobes; the agent drains every --interval (1 s) for fresh /metrics.
 
 \b
 Examples:
@@ -62,7 +63,7 @@ Examples:
 @click.option("--interval", "interval_s", default=1.0, show_default=True, type=click.FloatRange(0.1, 60),
               help="Seconds between map drains; /metrics advances once per interval.")
 @click.option("--probes", default="light", show_default=True,
-              help="Comma-separated probes (as dpuprof record --probes), 'all', or 'light' (all but sched_wait).")
+              help="Comma-separated probes (as dpuprof record --probes), 'all', or 'light' (record --light's: all but sched_wait and uprobes).")
 @click.option("--project", "project", metavar="DPU[,DPU...]",
               help="At each rotation, project the completed file on these DPU profiles (bluefield-3, "
                    "connectx-7, ... or a .toml) per job, as gauges (below). Costs a few CPU-seconds "
