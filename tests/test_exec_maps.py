@@ -12,7 +12,7 @@ import sys
 
 from dpuprof.record.drain.execs import ExecWatcher
 from dpuprof.record.stacks.elfsyms import ElfSymbols, demangle
-from dpuprof.record.stacks.symbols import UNKNOWN, ProcessMaps, Symbolizer
+from dpuprof.record.stacks.symbols import UNKNOWN, USER_SPACE_END, ProcessMaps, Symbolizer, worth_rereading
 
 
 class _NoKernel:
@@ -60,6 +60,13 @@ def test_maps_captured_while_alive_resolve_after_exit_until_forgotten():
     frame = sym.user(child.pid, theirs[0] + (_addr - _s), symbols=True)
     assert frame in ("getpid (libc.so.6)", "__getpid (libc.so.6)"), frame
     assert not sym.capture(child.pid)  # gone: the maps read while it lived stay
+    held = sym._maps[child.pid]
+    areas = sorted(held.data + [e[:2] for e in held.entries])
+    hole = next(end + 4096 for _s, end in areas if end + 4096 < USER_SPACE_END
+                and not any(a <= end + 4096 < b for a, b in areas))
+    assert worth_rereading(held, hole, 100)
+    assert not held.reload(5) and held.gone and held.entries
+    assert not worth_rereading(held, hole, 100)  # gone: no retry per miss
     assert child.pid in sym.dead()
     sym.forget(sym.dead())
     assert child.pid not in sym._maps and child.pid not in sym.dead()

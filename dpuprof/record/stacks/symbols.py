@@ -63,15 +63,16 @@ def could_be_code(maps: "ProcessMaps", addr: int) -> bool:
 
 def worth_rereading(maps: "ProcessMaps", addr: int, generation: int) -> bool:
     """Whether an address that maps to no code in ``maps`` is worth re-reading the process's maps
-    for in drain ``generation``: only one that could be code (could_be_code), and only when the
-    maps were last read ``maps.backoff`` generations ago or more.
+    for in drain ``generation``: only one that could be code (could_be_code), of a process not
+    found gone by an earlier read, and only when the maps were last read ``maps.backoff``
+    generations ago or more.
 
     Broken user stack walks (no frame pointers) yield such addresses in every drain, and
     re-reading a torch process's maps for each was the largest CPU cost of the drain; so each
     re-read that finds no new code doubles the wait before the next (up to MAX_BACKOFF
     generations), and one that finds new code resets it to 1. A library loaded into a process
     that has been running a while is therefore resolved within MAX_BACKOFF drains."""
-    return could_be_code(maps, addr) and generation - maps.read_in >= maps.backoff
+    return could_be_code(maps, addr) and not maps.gone and generation - maps.read_in >= maps.backoff
 
 
 class ProcessMaps:
@@ -87,6 +88,7 @@ class ProcessMaps:
         self.data: list[tuple[int, int]] = []  # mappings without execute permission: (start, end)
         self.read_in = generation  # the drain generation of the last read
         self.backoff = 1  # generations to wait before a miss may re-read (worth_rereading)
+        self.gone = False  # a read found the process gone: its maps can no longer change
         self.ok = self.reload(generation)
 
     def reload(self, generation: int | None = None) -> bool:
@@ -95,9 +97,11 @@ class ProcessMaps:
             with open(f"/proc/{self.pid}/maps") as fh:
                 text = fh.read()
         except OSError:
+            self.gone = True
             return False
         if not text:
-            return False  # a zombie's maps are empty: keep what was read while it ran
+            self.gone = True  # a zombie's maps are empty: keep what was read while it ran
+            return False
         entries, data = [], []
         # str.split, not a regular expression per line: a torch process maps thousands of areas,
         # and a process whose stack walks break is re-read every interval (about 40 % faster).
@@ -238,7 +242,7 @@ class Symbolizer:
             if worth_rereading(maps, addr, self._generation) and maps.reload(self._generation):
                 entry = maps.mapping(addr)
             if entry is None:
-                return UNKNOWN, maps.read_in == self._generation or not could_be_code(maps, addr)
+                return UNKNOWN, maps.read_in == self._generation or maps.gone or not could_be_code(maps, addr)
         path = entry[2]
         if not path and symbols:
             # Anonymous code: a CPython trampoline when the interpreter keeps frame pointers and
