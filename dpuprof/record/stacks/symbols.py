@@ -255,20 +255,23 @@ class Symbolizer:
             return f"{UNRESOLVED} ({label})", True
         name = None
         if path and not path.startswith("["):
-            elf = self._file(pid, path, entry[4])
+            elf = self._file(pid, entry)
             name = elf.name(addr - entry[0] + entry[3]) if elf is not None else None
         sym = clean(name) if name else UNKNOWN
         return f"{sym} ({label})", True
 
-    def _file(self, pid: int, path: str, inode: int) -> ElfSymbols | None:
-        """The symbols of the file mapped at ``path`` with ``inode``, loaded once per file. The
-        path is checked against the inode: a file replaced since (a package upgrade) or one seen
-        only inside the process's mount namespace (a container) is read through
-        /proc/PID/root while the process lives, else has no symbols."""
+    def _file(self, pid: int, entry: tuple) -> ElfSymbols | None:
+        """The symbols of the file of mapping ``entry`` (start, end, path, offset, inode), loaded
+        once per (path, inode). The path is checked against the inode: a file deleted or replaced
+        since (a package upgrade), or one seen only inside the process's mount namespace (a
+        container), is read through /proc/PID/map_files or /proc/PID/root while the process
+        lives, else has no symbols."""
+        start, end, path, _offset, inode = entry
         key = (path, inode)
         if key not in self._files:
             found = None
-            for candidate in (path.replace(" (deleted)", ""), f"/proc/{pid}/root{path}"):
+            for candidate in (path.replace(" (deleted)", ""), f"/proc/{pid}/map_files/{start:x}-{end:x}",
+                              f"/proc/{pid}/root{path}"):
                 try:
                     if os.stat(candidate).st_ino == inode:
                         found = ElfSymbols(candidate)
