@@ -7,7 +7,7 @@
 //           before starting the command and then takes the descendants of the command's pid.
 //           Each exec of a process in `tree` (of any process while exec_all[0] is set: -a) is put
 //           in `execs` with its time, so that user space (dpuprof/record/drain/execs.py, polling
-//           every 20 ms) reads the new image's /proc/PID/maps while it runs: a helper that exits
+//           every 20-100 ms) reads the new image's /proc/PID/maps while it runs: a helper that exits
 //           before the next drain still has its user frames resolved.
 // Maps:     tree        HASH  pid (tid of the new task) -> tgid of its parent   (131072 entries)
 //           execs       HASH  tgid -> bpf_ktime_get_ns() of its exec; user space deletes what it
