@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up a fresh machine to develop and test dpuprof (run as root; idempotent):
 #   bcc + kernel headers, the test tools (Chromium for the HTML report test, sqlite3, and iperf3,
-#   fio, openssl and perf for the hardening tests and benchmarks, bpftrace for an independent count
+#   fio, openssl, curl and perf for the hardening tests and benchmarks, bpftrace for an independent count
 #   of scheduler events in the thread tests, and Go for `go tool pprof`,
 #   the independent reader of the pprof export; a Prometheus server that scrapes dpuprof agent in
 #   tests/test_agent_root.py), and the
@@ -16,7 +16,7 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 scripts/install-bcc.sh
 need=()
-for pkg in chromium sqlite3 iperf3 fio openssl linux-perf bpftrace golang-go prometheus; do dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg"); done
+for pkg in chromium sqlite3 iperf3 fio openssl curl linux-perf bpftrace golang-go prometheus; do dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg"); done
 if [ "${#need[@]}" -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq "${need[@]}" >/dev/null

@@ -73,8 +73,8 @@ Examples:
               help="CPU sampling frequency per CPU, Hz.")
 @click.option("--interval", "interval_s", default=1.0, show_default=True, type=click.FloatRange(0.1, 60),
               help="Seconds between map drains; each interval is committed to the file. User-space "
-                   "frames are resolved at each drain, so a process that lives shorter than this "
-                   "is classified by its kernel frames only: lower it for short-lived tools.")
+                   "frames of processes that exit before a drain are resolved from the maps read "
+                   "just after their exec.")
 @click.option("--probes", default="all", show_default=True,
               help="Comma-separated probes (proc_tree, cpu_sample, softirq, block_io, net_dev, sock_io, "
                    "sched_wait, uprobes), 'all', or 'psutil' for a light mode without root or eBPF.")

@@ -17,6 +17,7 @@ The interface (``load``, ``meta``, ``prime``, ``parents``, ``sched_wait_maps``, 
 
 from __future__ import annotations
 
+import ctypes as ct
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -98,6 +99,7 @@ class BpfSource:
         self.uprobes = None  # dpuprof.record.load.uprobes.UprobeSession
         self.softirq = self.block = self.net = self.sock = None
         self.cost = None  # dpuprof.record.drain.cost.ProbeCost
+        self.execs = None  # dpuprof.record.drain.execs.ExecWatcher
 
     def check(self) -> None:
         """Capabilities (root, or CAP_BPF + CAP_PERFMON and friends), bcc and the host PID
@@ -155,8 +157,12 @@ class BpfSource:
         self.tree = TreeDrainer(bpf, os.getpid())
         work.tree_map, work.lost_map = bpf["tree"], bpf["tree_lost"]
         self.work = work
-        self.samples = SampleDrainer(bpf, Symbolizer(bcc.BPF), classifier,
-                                     self.opts.python_frames)
+        symbolizer = Symbolizer(bcc.BPF, parent_of=self._parent_of)
+        self.samples = SampleDrainer(bpf, symbolizer, classifier, self.opts.python_frames)
+        if work.target.system_wide:
+            bpf["exec_all"][ct.c_int(0)] = ct.c_uint32(1)  # every process's symbols are resolved
+        from dpuprof.record.drain.execs import ExecWatcher
+        self.execs = ExecWatcher(bpf["execs"], symbolizer.capture).start()
         self.softirq = SoftirqDrainer(bpf) if "softirq" in used else None
         self.block = BlockDrainer(bpf) if "block_io" in used else None
         self.net = NetDrainer(bpf) if "net_dev" in used else None
@@ -222,11 +228,20 @@ class BpfSource:
             out.markers = self.uprobes.contribute(t, workload, writer)
         # Only whole samples count as lost here; a failed stack walk still counts its sample.
         out.lost = sum(n for kind, n in t["lost"] if kind.startswith(("samples", "run")))
-        self.samples.sym.forget([p for p in d["comms"] if p > 0 and not os.path.exists(f"/proc/{p}")])
         return out
+
+    def _parent_of(self, pid: int) -> int | None:
+        """The parent tgid of ``pid`` in the tree map (symbols.py: a forked child's maps)."""
+        try:
+            return self.bpf["tree"][ct.c_uint32(pid)].value
+        except (KeyError, TypeError):
+            return None
 
     def close(self) -> None:
         """Detach the probes (idempotent): nothing drains them any more."""
+        if self.execs is not None:
+            self.execs.stop()
+            self.execs = None
         if self.bpf is not None:
             self.bpf.cleanup()
             self.bpf = None

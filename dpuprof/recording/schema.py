@@ -173,7 +173,7 @@ CREATE TABLE IF NOT EXISTS gpu_process (
 --                             not be walked at all (-EFAULT); the sample keeps its leaf frame
 --   (stack map loss = the *_collision + *_map_full kinds; recordings before schema v2 have
 --   "kernel_stack_lost" / "user_stack_lost", every failed walk but -EFAULT lumped together)
---   "run_map_full", "tree_map_full", "block_start_map_full", "net_map_full", "sock_map_full"
+--   "run_map_full", "tree_map_full", "exec_map_full", "block_start_map_full", "net_map_full", "sock_map_full"
 --   "missed_<program>"        events the kernel skipped while another BPF program ran on that CPU
 --                             (bpf_prog_info.recursion_misses), ...
 CREATE TABLE IF NOT EXISTS lost (

@@ -162,6 +162,7 @@ class SampleDrainer:
     def drain(self, workload: set[int]) -> dict:
         """Symbol names are resolved for ``workload`` processes, which go first so that they are
         resolved before they can exit; other processes get module names only (cheap)."""
+        gone = self.sym.dead()  # exited before the flip: all their samples are in this drain
         entries = self._flip()
         # Read the exact times at the same instant as the sample buffer flips, before the slow
         # symbolisation below, so both describe the same interval.
@@ -201,6 +202,7 @@ class SampleDrainer:
                     thread_cpu[(k.tid, sub)] += n
         finally:
             self._clear(old)  # even when symbolising failed: a full map loses stacks
+        self.sym.forget(gone)
         return {"cpu": cpu, "stacks": stacks, "new_stacks": new_stacks, "comms": comms,
                 "run_ns": {pid: ns for pid, (ns,) in run.items()}, "thread_cpu": thread_cpu}
 
@@ -310,7 +312,7 @@ class LostDrainer:
                     "kernel_stack_map_full", "user_stack_map_full", "user_stack_unwalkable",
                     "kernel_stack_error", "user_stack_error")  # sample_lost[i], probes/cpu_sample.bpf.c
     SOURCES = (("sample_lost", SAMPLE_KINDS),
-               ("tree_lost", ("tree_map_full",)),
+               ("tree_lost", ("tree_map_full", "exec_map_full")),
                ("blk_lost", ("block_start_map_full",)),
                ("net_lost", ("net_map_full",)),
                ("sock_lost", ("sock_map_full",)),

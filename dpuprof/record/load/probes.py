@@ -75,7 +75,7 @@ _IRQ_EDGES = ("irq:irq_handler_entry", "irq:irq_handler_exit", "timer:hrtimer_ex
 _SOFTIRQ_EDGES = ("irq:softirq_entry", "irq:softirq_exit")
 
 PROBES = (
-    Probe("proc_tree", "proc_tree.bpf.c", ("sched:sched_process_fork",)),
+    Probe("proc_tree", "proc_tree.bpf.c", ("sched:sched_process_fork", "sched:sched_process_exec")),
     Probe("cpu_sample", "cpu_sample.bpf.c", ("sched:sched_switch",), perf_event=True),
     Probe("softirq", "softirq.bpf.c", _SOFTIRQ_EDGES),
     Probe("block_io", "block_io.bpf.c", ("block:block_rq_issue", "block:block_rq_complete"),

@@ -1,11 +1,16 @@
-"""Turn sampled addresses into frame strings while the processes are still alive.
+"""Turn sampled addresses into frame strings, for live processes and for those that have exited.
 
-Kernel addresses resolve through /proc/kallsyms (bcc's ksym as uid 0, else kallsyms.py). User
-addresses need the process's memory map, so they are resolved at every drain, before short-lived tools and DataLoader workers
-exit. bcc's symbol cache reads a process's map once and does not notice libraries loaded later (a
-lazy ``import cryptography``), so the map is kept here too and re-read on a miss; when the re-read
-finds the address in a new mapping, the process's bcc cache is rebuilt. The bcc caches are owned
-here and freed explicitly (bcc's Python wrapper never frees them).
+Kernel addresses resolve through /proc/kallsyms (bcc's ksym as uid 0, else kallsyms.py). A user
+address resolves in two steps: the process's executable mappings (``ProcessMaps``, from
+/proc/PID/maps) give the file and the file offset; the file's own symbol table (``ElfSymbols``,
+loaded once per file and shared by every process that maps it) gives the name. The maps of a
+process are read when it execs (``capture``, called by dpuprof/record/drain/execs.py a few ms
+after the exec, and again later for dlopen'd libraries), or at its first drain, and are kept after
+it exits until its samples are drained (``dead``/``forget``): a helper that lives a fraction of
+an interval is resolved like a long-lived process. A process that forked without exec'ing and is
+gone before its maps were read borrows its parent's (``parent_of``). A miss in a live process
+re-reads its maps (libraries loaded later, ``import cryptography``), backing off while nothing
+changes (``worth_rereading``).
 """
 
 from __future__ import annotations
@@ -13,15 +18,16 @@ from __future__ import annotations
 import bisect
 import os
 
+from dpuprof.record.stacks.elfsyms import ElfSymbols
 from dpuprof.record.stacks.perfmap import PerfMap, frame_name, read_code, return_offset
 from dpuprof.recording.folded import escape
 
 UNKNOWN = "[unknown]"
 UNRESOLVED = "[unresolved]"  # symbol not looked up: module only
-# bcc loads a module's whole symbol table per process: for libtorch_cpu.so (400 MB) in six
-# training processes cost ~850 MB of recorder memory, libpython and libtorch_python (20-30 MB)
-# another ~100 MB. Modules above this size are labelled by
-# module only; classification needs no more (rules match modules), only the flame graph is coarser.
+# A module's symbol table is loaded once per file (elfsyms.py), in Python: ~30 ms for libcrypto
+# (5,000 functions), ~0.3 s for a 100-MB libLLVM, seconds and ~100 MB of lists for libtorch_cpu.so
+# (400 MB). Modules above this size are labelled by module only; classification needs no more
+# (rules match modules), only the flame graph is coarser.
 SYMBOLS_MAX_MODULE_BYTES = 16 << 20
 _PKG_DIRS = ("/site-packages/", "/dist-packages/")
 
@@ -57,29 +63,33 @@ def could_be_code(maps: "ProcessMaps", addr: int) -> bool:
 
 def worth_rereading(maps: "ProcessMaps", addr: int, generation: int) -> bool:
     """Whether an address that maps to no code in ``maps`` is worth re-reading the process's maps
-    for in drain ``generation``: only one that could be code (could_be_code), and only when the
-    maps were last read ``maps.backoff`` generations ago or more.
+    for in drain ``generation``: only one that could be code (could_be_code), of a process not
+    found gone by an earlier read, and only when the maps were last read ``maps.backoff``
+    generations ago or more.
 
     Broken user stack walks (no frame pointers) yield such addresses in every drain, and
     re-reading a torch process's maps for each was the largest CPU cost of the drain; so each
     re-read that finds no new code doubles the wait before the next (up to MAX_BACKOFF
     generations), and one that finds new code resets it to 1. A library loaded into a process
     that has been running a while is therefore resolved within MAX_BACKOFF drains."""
-    return could_be_code(maps, addr) and generation - maps.read_in >= maps.backoff
+    return could_be_code(maps, addr) and not maps.gone and generation - maps.read_in >= maps.backoff
 
 
 class ProcessMaps:
-    """Executable mappings of one process: address -> module path; and where its data is."""
+    """Executable mappings of one process: address -> (start, end, path, file offset, inode); and
+    where its data is. An unreadable maps file (the process is gone) leaves it empty; ``ok`` says
+    whether the last read succeeded."""
 
     def __init__(self, pid: int, generation: int = 0):
         self.pid = pid
         self.starts: list[int] = []
-        self.entries: list[tuple[int, int, str]] = []
+        self.entries: list[tuple[int, int, str, int, int]] = []
         self.data_starts: list[int] = []
         self.data: list[tuple[int, int]] = []  # mappings without execute permission: (start, end)
         self.read_in = generation  # the drain generation of the last read
         self.backoff = 1  # generations to wait before a miss may re-read (worth_rereading)
-        self.reload(generation)
+        self.gone = False  # a read found the process gone: its maps can no longer change
+        self.ok = self.reload(generation)
 
     def reload(self, generation: int | None = None) -> bool:
         """Re-read /proc/PID/maps (in drain ``generation``); False if the process is gone."""
@@ -87,6 +97,10 @@ class ProcessMaps:
             with open(f"/proc/{self.pid}/maps") as fh:
                 text = fh.read()
         except OSError:
+            self.gone = True
+            return False
+        if not text:
+            self.gone = True  # a zombie's maps are empty: keep what was read while it ran
             return False
         entries, data = [], []
         # str.split, not a regular expression per line: a torch process maps thousands of areas,
@@ -97,7 +111,8 @@ class ProcessMaps:
                 continue
             start, _, end = fields[0].partition("-")
             if fields[1][2:3] == "x":
-                entries.append((int(start, 16), int(end, 16), fields[5].strip() if len(fields) > 5 else ""))
+                entries.append((int(start, 16), int(end, 16), fields[5].strip() if len(fields) > 5 else "",
+                                int(fields[2], 16), int(fields[4])))
             else:
                 data.append((int(start, 16), int(end, 16)))
         entries.sort()
@@ -120,8 +135,8 @@ class ProcessMaps:
         entry = self.mapping(addr)
         return entry[2] if entry else None
 
-    def mapping(self, addr: int) -> tuple[int, int, str] | None:
-        """(start, end, path) of the executable mapping holding ``addr``."""
+    def mapping(self, addr: int) -> tuple[int, int, str, int, int] | None:
+        """(start, end, path, file offset, inode) of the executable mapping holding ``addr``."""
         i = bisect.bisect_right(self.starts, addr) - 1
         if i >= 0 and addr < self.entries[i][1]:
             return self.entries[i]
@@ -139,20 +154,20 @@ def _kernel_resolver(bpf_cls):
 
 
 class Symbolizer:
-    """Frame strings for kernel and user addresses, cached. ``bpf_cls`` is ``bcc.BPF``."""
+    """Frame strings for kernel and user addresses, cached. ``bpf_cls`` is ``bcc.BPF`` (its ksym).
+    ``parent_of(pid)``: the parent tgid of a workload process (the BPF tree map), or None.
 
-    def __init__(self, bpf_cls, max_cached: int = 200_000):
-        from bcc import SymbolCache
-        from bcc.libbcc import lib
+    Threads: ``capture`` may run on another thread than the drain (execs.py); it only replaces a
+    pid's ``ProcessMaps`` and per-pid cache whole, which the drain reads without a lock."""
 
-        self._bpf = bpf_cls
+    def __init__(self, bpf_cls, max_cached: int = 200_000, parent_of=None):
         self._ksym = _kernel_resolver(bpf_cls)
-        self._symcache_cls = SymbolCache
-        self._free_symcache = lib.bcc_free_symcache
-        self._symcaches: dict[int, object] = {}
+        self.parent_of = parent_of
         self._kcache: dict[int, str] = {}
-        self._ucache: dict[tuple[int, int], str] = {}
+        self._ucache: dict[int, dict[int, str]] = {}  # pid -> addr -> frame
+        self._cached = 0
         self._maps: dict[int, ProcessMaps] = {}
+        self._files: dict[tuple, ElfSymbols | None] = {}  # (path, inode) -> its symbols
         self._max = max_cached
         self._generation = 0
         self._module_size: dict[str, int] = {}
@@ -165,6 +180,24 @@ class Symbolizer:
         generation, and less often while re-reads find nothing new (worth_rereading)."""
         self._generation += 1
 
+    def capture(self, pid: int) -> bool:
+        """Read ``pid``'s maps now (it has just exec'd, or may have loaded libraries since) and
+        keep them past its exit; False when it is already gone (the maps read before stay)."""
+        maps = ProcessMaps(pid, self._generation)
+        if not maps.ok:
+            return False
+        old = self._maps.get(pid)
+        self._maps[pid] = maps
+        if old is None or old.entries != maps.entries:
+            self._ucache.pop(pid, None)  # a new image (exec) or new code: cached frames are stale
+        return True
+
+    def dead(self) -> list[int]:
+        """Processes held here that have exited. Taken before a drain's buffer flip, their samples
+        are all in the flipped buffer, so ``forget`` after that drain loses none."""
+        held = set(self._maps) | set(self._perfmaps)
+        return [pid for pid in held if not os.path.exists(f"/proc/{pid}")]
+
     def kernel(self, addr: int) -> str:
         sym = self._kcache.get(addr)
         if sym is None:
@@ -175,31 +208,42 @@ class Symbolizer:
     def user(self, pid: int, addr: int, symbols: bool = True) -> str:
         """``"symbol (module)"`` for ``addr`` in process ``pid``. With ``symbols=False`` only the
         module is looked up (cheap: no ELF symbol tables are loaded)."""
-        key = (pid, addr)
-        frame = self._ucache.get(key)
+        cache = self._ucache.get(pid)
+        frame = cache.get(addr) if cache is not None else None
         if frame is None:
             frame, final = self._resolve_user(pid, addr, symbols)
             if final:
-                if len(self._ucache) >= self._max:
+                if self._cached >= self._max:
                     self._ucache.clear()
-                self._ucache[key] = frame
+                    self._cached = 0
+                self._ucache.setdefault(pid, {})[addr] = frame
+                self._cached += 1
         return frame
+
+    def _process_maps(self, pid: int) -> ProcessMaps:
+        """``pid``'s maps: captured at exec, read now, or (gone before either) its parent's,
+        which a child that forked without exec'ing shares."""
+        maps = self._maps.get(pid)
+        if maps is None:
+            maps = ProcessMaps(pid, self._generation)
+            if not maps.ok and self.parent_of is not None:
+                parent = self.parent_of(pid)
+                if parent and parent != pid and parent in self._maps:
+                    return self._maps[parent]
+            self._maps[pid] = maps
+        return maps
 
     def _resolve_user(self, pid: int, addr: int, symbols: bool) -> tuple[str, bool]:
         """(frame, final): not final when a miss was not checked against fresh maps (worth_rereading
         said wait), so that a later drain may still resolve the address."""
-        maps = self._maps.get(pid)
-        if maps is None:
-            maps = self._maps[pid] = ProcessMaps(pid, self._generation)
-        path = maps.lookup(addr)
-        if path is None:
-            if worth_rereading(maps, addr, self._generation):
-                if maps.reload(self._generation):
-                    path = maps.lookup(addr)
-                    if path is not None:
-                        self._drop_symcache(pid)  # a new mapping: bcc's view of this process is stale
-            if path is None:
-                return UNKNOWN, maps.read_in == self._generation or not could_be_code(maps, addr)
+        maps = self._process_maps(pid)
+        entry = maps.mapping(addr)
+        if entry is None:
+            if worth_rereading(maps, addr, self._generation) and maps.reload(self._generation):
+                entry = maps.mapping(addr)
+            if entry is None:
+                return UNKNOWN, maps.read_in == self._generation or maps.gone or not could_be_code(maps, addr)
+        path = entry[2]
         if not path and symbols:
             # Anonymous code: a CPython trampoline when the interpreter keeps frame pointers and
             # the walk itself reaches it (then drain.py skips the stack scan's frames).
@@ -207,16 +251,35 @@ class Symbolizer:
             if py is not None:
                 return py, True
         label = clean(module_label(path)).replace("(", "[").replace(")", "]")
-        name = None
         if not symbols or self._too_big(path):
             return f"{UNRESOLVED} ({label})", True
+        name = None
         if path and not path.startswith("["):
-            try:
-                name, _offset, _module = self._symcache(pid).resolve(addr, True)
-            except Exception:  # bcc raises on processes that vanished mid-lookup
-                name = None
-        sym = clean(name.decode("utf-8", "replace")) if name else UNKNOWN
+            elf = self._file(pid, entry)
+            name = elf.name(addr - entry[0] + entry[3]) if elf is not None else None
+        sym = clean(name) if name else UNKNOWN
         return f"{sym} ({label})", True
+
+    def _file(self, pid: int, entry: tuple) -> ElfSymbols | None:
+        """The symbols of the file of mapping ``entry`` (start, end, path, offset, inode), loaded
+        once per (path, inode). The path is checked against the inode: a file deleted or replaced
+        since (a package upgrade), or one seen only inside the process's mount namespace (a
+        container), is read through /proc/PID/map_files or /proc/PID/root while the process
+        lives, else has no symbols."""
+        start, end, path, _offset, inode = entry
+        key = (path, inode)
+        if key not in self._files:
+            found = None
+            for candidate in (path.replace(" (deleted)", ""), f"/proc/{pid}/map_files/{start:x}-{end:x}",
+                              f"/proc/{pid}/root{path}"):
+                try:
+                    if os.stat(candidate).st_ino == inode:
+                        found = ElfSymbols(candidate)
+                        break
+                except OSError:
+                    continue
+            self._files[key] = found
+        return self._files[key]
 
     def _perfmap(self, pid: int) -> PerfMap:
         """``pid``'s perf map, with what was appended since the last read read in, at most once
@@ -271,22 +334,11 @@ class Symbolizer:
             self._module_size[path] = size
         return size > SYMBOLS_MAX_MODULE_BYTES
 
-    def _symcache(self, pid: int):
-        cache = self._symcaches.get(pid)
-        if cache is None:
-            cache = self._symcaches[pid] = self._symcache_cls(pid)
-        return cache
-
-    def _drop_symcache(self, pid: int) -> None:
-        cache = self._symcaches.pop(pid, None)
-        if cache is not None:
-            self._free_symcache(cache.cache, pid)
-
     def forget(self, pids) -> None:
-        """Drop state for processes that have exited."""
+        """Drop the state of processes that have exited and whose samples have been drained."""
         for pid in pids:
             self._maps.pop(pid, None)
+            self._cached -= len(self._ucache.pop(pid, None) or ())
             self._perfmaps.pop(pid, None)
             self._perfmap_read.pop(pid, None)
             self._arena.pop(pid, None)
-            self._drop_symcache(pid)

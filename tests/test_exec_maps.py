@@ -1,0 +1,121 @@
+"""Unit tests of user-frame resolution that outlives the process: ELF symbols by file offset
+(record/stacks/elfsyms.py), maps captured at exec and kept until drained (Symbolizer.capture,
+dead, forget, a forked child borrowing its parent's maps), and the exec watcher's schedule
+(record/drain/execs.py). No root needed: nothing here loads a probe."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+
+from dpuprof.record.drain.execs import ExecWatcher
+from dpuprof.record.stacks.elfsyms import ElfSymbols, demangle
+from dpuprof.record.stacks.symbols import UNKNOWN, USER_SPACE_END, ProcessMaps, Symbolizer, worth_rereading
+
+
+class _NoKernel:
+    @staticmethod
+    def ksym(addr):
+        return b"k"
+
+
+def _libc_getpid() -> tuple[int, tuple]:
+    """getpid's address in this process (from the dynamic linker) and the mapping holding it."""
+    addr = ctypes.cast(ctypes.CDLL(None).getpid, ctypes.c_void_p).value
+    entry = ProcessMaps(os.getpid()).mapping(addr)
+    assert entry is not None
+    return addr, entry
+
+
+def test_elf_symbols_name_a_file_offset_as_the_dynamic_linker_does():
+    addr, (start, _end, path, offset, _inode) = _libc_getpid()
+    elf = ElfSymbols(path)
+    assert elf.build_id and len(elf.syms) > 1000, (elf.build_id, len(elf.syms))
+    assert elf.name(addr - start + offset) in ("getpid", "__getpid")
+    assert elf.name(0) is None  # the ELF header is in no function
+    assert ElfSymbols("/nonexistent").name(0) is None
+    assert ElfSymbols(sys.argv[0] if sys.argv[0].endswith(".py") else __file__).syms == []  # not ELF
+
+
+def test_cxx_names_are_demangled_and_c_names_kept():
+    assert demangle("_ZN4gloo3sumIfEEvPvPKvS3_m") == "void gloo::sum<float>(void*, void const*, void const*, unsigned long)"
+    assert demangle("aesni_ctr32_encrypt_blocks") == "aesni_ctr32_encrypt_blocks"
+    assert demangle("_Znot a mangled name") == "_Znot a mangled name"
+
+
+def test_maps_captured_while_alive_resolve_after_exit_until_forgotten():
+    sym = Symbolizer(_NoKernel)
+    child = subprocess.Popen([sys.executable, "-c", "print(flush=True); import sys; sys.stdin.read()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        child.stdout.readline()  # its libraries are mapped
+        assert sym.capture(child.pid)
+    finally:
+        child.communicate(b"")
+    # The child's libc is this process's libc (same file), at an address of its own.
+    _addr, (_s, _e, path, offset, inode) = _libc_getpid()
+    theirs = next(e for e in sym._maps[child.pid].entries if e[2] == path and e[3] == offset)
+    frame = sym.user(child.pid, theirs[0] + (_addr - _s), symbols=True)
+    assert frame in ("getpid (libc.so.6)", "__getpid (libc.so.6)"), frame
+    assert not sym.capture(child.pid)  # gone: the maps read while it lived stay
+    held = sym._maps[child.pid]
+    areas = sorted(held.data + [e[:2] for e in held.entries])
+    hole = next(end + 4096 for _s, end in areas if end + 4096 < USER_SPACE_END
+                and not any(a <= end + 4096 < b for a, b in areas))
+    assert worth_rereading(held, hole, 100)
+    assert not held.reload(5) and held.gone and held.entries
+    assert not worth_rereading(held, hole, 100)  # gone: no retry per miss
+    assert child.pid in sym.dead()
+    sym.forget(sym.dead())
+    assert child.pid not in sym._maps and child.pid not in sym.dead()
+
+
+def test_exec_replaces_the_image_and_drops_its_cached_frames():
+    sym = Symbolizer(_NoKernel)
+    pid = os.getpid()
+    addr, _entry = _libc_getpid()
+    sym.user(pid, addr)
+    assert addr in sym._ucache[pid]
+    sym._maps[pid].entries = sym._maps[pid].entries[1:]  # as if the image had changed
+    assert sym.capture(pid)
+    assert pid not in sym._ucache
+
+
+def test_a_forked_child_gone_before_its_maps_were_read_borrows_its_parents():
+    parent = os.getpid()
+    gone = 2 ** 22 + 12345  # above pid_max's default: no such process
+    sym = Symbolizer(_NoKernel, parent_of=lambda pid: parent if pid == gone else None)
+    addr, _entry = _libc_getpid()
+    assert sym.user(gone, addr) == UNKNOWN  # the parent's maps are not held yet
+    sym.forget([gone])
+    assert sym.capture(parent)
+    assert sym.user(gone, addr) in ("getpid (libc.so.6)", "__getpid (libc.so.6)")
+
+
+class _FakeMap(dict):
+    """The bcc hash map's interface as ExecWatcher uses it: items() of ctypes keys and values."""
+
+    def items(self):
+        return [(ctypes.c_uint32(k), ctypes.c_uint64(v)) for k, v in dict.items(self)]
+
+    def __delitem__(self, key):
+        dict.__delitem__(self, key.value)
+
+
+def test_watcher_reads_each_exec_at_its_ages_and_stops_when_the_process_is_gone():
+    execs = _FakeMap({7: 1_000_000, 8: 1_000_000})
+    calls = []
+    alive = {7}
+    watcher = ExecWatcher(execs, lambda pid: calls.append(pid) or pid in alive, ages=(0.005, 0.05, 0.5))
+    ms = 1_000_000
+    watcher.poll_once(1 * ms + 2 * ms)  # 2 ms after exec: too early
+    assert calls == [] and not execs and set(watcher.pending) == {7, 8}
+    watcher.poll_once(1 * ms + 6 * ms)
+    assert sorted(calls) == [7, 8] and set(watcher.pending) == {7}  # 8 had exited
+    watcher.poll_once(1 * ms + 600 * ms)  # late: one read for the two ages passed
+    assert sorted(calls) == [7, 7, 8] and not watcher.pending and watcher.captures == 2
+    execs[7] = 700 * ms  # exec'd again: starts over
+    watcher.poll_once(706 * ms)
+    assert calls[-1] == 7 and watcher.pending == {7: (700 * ms, 1)}
