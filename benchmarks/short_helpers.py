@@ -5,6 +5,10 @@ run; the crypto share and the unresolved share of curl's samples, side by side.
 
     sudo python3 benchmarks/short_helpers.py                              # 8 shards x 4 epochs
     sudo python3 benchmarks/short_helpers.py --tree old=/tmp/main --tree new=.   # checkouts in turn
+    sudo python3 benchmarks/short_helpers.py --into benchmarks/results.json      # RESULTS.md's section 6
+
+``benchmarks/run.py`` runs it too (its section 6 and target row); ``--into`` puts a separate run's
+rows into a results.json and re-renders the RESULTS.md beside it.
 
 A local ``openssl s_server -WWW`` (TLS 1.3, a throw-away self-signed certificate) serves the
 shards on 127.0.0.1; the loader (``sh``) runs ``curl -sk URL -o /dev/null`` per shard and epoch,
@@ -88,8 +92,8 @@ def perf_curl(perf_data: Path, pids: set[int]) -> dict:
     return out
 
 
-def one_run(label: str, tree: Path, work: Path, port: int, args) -> list[tuple]:
-    """Record the loader once with dpuprof (checkout ``tree``) and perf together."""
+def one_run(label: str, tree: Path, work: Path, port: int, shards: int, epochs: int) -> list[dict]:
+    """Record the loader once with dpuprof (checkout ``tree``) and perf together: a row per tool."""
     rec, perf_data = work / f"{label}.rec", work / f"{label}.perf.data"
     perf = subprocess.Popen(["perf", "record", "-a", "-g", "-F", "499", "-o", str(perf_data)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -97,7 +101,7 @@ def one_run(label: str, tree: Path, work: Path, port: int, args) -> list[tuple]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     t0 = time.monotonic()
     res = subprocess.run([sys.executable, "-m", "dpuprof", "record", "-q", "-F", "499", "-o", str(rec), "--",
-                          "sh", "-c", loader_script(port, args.shards, args.epochs)],
+                          "sh", "-c", loader_script(port, shards, epochs)],
                          cwd=tree, env=env, capture_output=True, text=True)
     wall = time.monotonic() - t0
     perf.send_signal(signal.SIGINT)
@@ -106,8 +110,41 @@ def one_run(label: str, tree: Path, work: Path, port: int, args) -> list[tuple]:
         raise SystemExit(f"dpuprof record failed ({res.returncode}): {res.stderr.strip()[-500:]}")
     pids, ours = dpuprof_curl(rec)
     theirs = perf_curl(perf_data, pids)
-    return [(label, tool, len(pids), c["samples"], 100 * c["crypto"] / max(c["samples"], 1),
-             100 * c["unresolved"] / max(c["samples"], 1), wall) for tool, c in (("dpuprof", ours), ("perf", theirs))]
+    return [{"run": label, "tool": tool, "processes": len(pids), "samples": c["samples"],
+             "crypto_pct": 100 * c["crypto"] / max(c["samples"], 1),
+             "unresolved_pct": 100 * c["unresolved"] / max(c["samples"], 1), "wall_s": wall}
+            for tool, c in (("dpuprof", ours), ("perf", theirs))]
+
+
+def measure(trees: list[tuple[str, str]], shards: int = 8, epochs: int = 4, shard_mib: int = 24) -> dict:
+    """The loader recorded once per checkout in ``trees`` [(label, path)]: {"shards", "epochs",
+    "shard_mib", "rows": [one_run's rows]}. Needs root, perf, openssl and curl."""
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="dpuprof-short-") as tmp:
+        work = Path(tmp)
+        make_shards(work, shards, shard_mib)
+        port = _free_port()
+        server = subprocess.Popen(["openssl", "s_server", "-quiet", "-WWW", "-accept", f"127.0.0.1:{port}",
+                                   "-cert", "cert.pem", "-key", "key.pem"], cwd=work,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            time.sleep(0.5)
+            for label, tree in trees:
+                rows += one_run(label, Path(tree).resolve(), work, port, shards, epochs)
+        finally:
+            server.terminate()
+            server.wait()
+    return {"shards": shards, "epochs": epochs, "shard_mib": shard_mib, "rows": rows}
+
+
+def table(res: dict) -> list[str]:
+    """``measure``'s result as Markdown lines."""
+    out = [f"{res['shards']} shards x {res['epochs']} epochs, {res['shard_mib']} MiB each, one curl per shard, "
+           "499 Hz", "", "| run | tool | curl processes | curl samples | crypto % | unresolved % | wall s |",
+           "|---|---|---:|---:|---:|---:|---:|"]
+    out += [f"| {r['run']} | {r['tool']} | {r['processes']} | {r['samples']} | {r['crypto_pct']:.1f} "
+            f"| {r['unresolved_pct']:.1f} | {r['wall_s']:.1f} |" for r in res["rows"]]
+    return out
 
 
 def main(argv=None) -> int:
@@ -117,28 +154,25 @@ def main(argv=None) -> int:
     ap.add_argument("--shard-mib", type=int, default=24)
     ap.add_argument("--tree", action="append", default=[], metavar="[LABEL=]PATH",
                     help="record with dpuprof from this checkout (repeatable; default: this one)")
+    ap.add_argument("--into", type=Path, metavar="RESULTS_JSON",
+                    help="store the rows as that results.json's short_helpers and re-render its RESULTS.md")
     args = ap.parse_args(argv)
     trees = [(t.split("=", 1) if "=" in t else (Path(t).name, t)) for t in args.tree] or [("this", str(REPO))]
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="dpuprof-short-") as tmp:
-        work = Path(tmp)
-        make_shards(work, args.shards, args.shard_mib)
-        port = _free_port()
-        server = subprocess.Popen(["openssl", "s_server", "-quiet", "-WWW", "-accept", f"127.0.0.1:{port}",
-                                   "-cert", "cert.pem", "-key", "key.pem"], cwd=work,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            time.sleep(0.5)
-            for label, tree in trees:
-                rows += one_run(label, Path(tree).resolve(), work, port, args)
-        finally:
-            server.terminate()
-            server.wait()
-    print(f"{args.shards} shards x {args.epochs} epochs, {args.shard_mib} MiB each, one curl per shard, 499 Hz\n")
-    print("| run | tool | curl processes | curl samples | crypto % | unresolved % | wall s |")
-    print("|---|---|---:|---:|---:|---:|---:|")
-    for label, tool, procs, n, crypto, unres, wall in rows:
-        print(f"| {label} | {tool} | {procs} | {n} | {crypto:.1f} | {unres:.1f} | {wall:.1f} |")
+    res = measure(trees, args.shards, args.epochs, args.shard_mib)
+    print("\n".join(table(res)))
+    if args.into:
+        import json
+        from datetime import datetime, timezone
+
+        import results_md
+
+        data = json.loads(args.into.read_text())
+        res["measured_utc"] = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        res["command"] = "sudo python3 benchmarks/short_helpers.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        data["short_helpers"] = res
+        data["targets"] = results_md.evaluate(data)
+        args.into.write_text(json.dumps(data, indent=1, default=str))
+        return results_md.main([str(args.into)])
     return 0
 
 

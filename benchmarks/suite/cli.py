@@ -30,6 +30,8 @@ from .setup import ddp_data, ensure_tools, make_fio_file, make_text_file
 from .verdicts import evaluate
 from .workloads import commands
 
+import short_helpers  # benchmarks/ is on sys.path (run.py)
+
 
 def parser() -> argparse.ArgumentParser:
     """benchmarks/run.py's options."""
@@ -97,6 +99,7 @@ def measure(cfg: Config, scratch: Path) -> dict:
     results["long"] = bench_long(cfg, scratch, data)
     results["startup"] = bench_startup(cfg, scratch)
     results["report"] = bench_report(cfg)
+    results["short_helpers"] = short_helpers.measure([("this", str(BENCH.parent))], *((2, 2, 4) if cfg.quick else (8, 4, 24)))
     machine["load_after"] = loadavg()
     results["wall_s"] = time.time() - t_start
     results["commands"] = commands(cfg, scratch)

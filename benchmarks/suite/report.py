@@ -32,6 +32,7 @@ def render(res: dict) -> str:
     _render_long(res, add)
     _render_startup(res, add)
     _render_report(res, add)
+    _render_short_helpers(res, add)
     _render_commands(res, add)
     return "\n".join(L)
 
@@ -81,6 +82,27 @@ def _render_targets(res: dict, add) -> None:
         add("")
         for t in missed:
             add(f"- **{t['name']}**: {t['why']}")
+    add("")
+
+
+def _render_short_helpers(res: dict, add) -> None:
+    """Section 6: short-lived helpers, dpuprof and perf on one run (benchmarks/short_helpers.py)."""
+    sh = res.get("short_helpers")
+    if not sh:
+        return
+    from short_helpers import table
+
+    add("## 6. Short-lived helpers")
+    add("")
+    when = (f"measured on {sh['measured_utc']} by `{sh['command']}`, a separate run merged into results.json"
+            if sh.get("measured_utc") else "measured by this run")
+    add("A WebDataset-style loader fetches each HTTPS shard (a local `openssl s_server -WWW`) with one `curl`, "
+        "each living a fraction of a second; dpuprof records it while `perf record -a -g -F 499` records the "
+        "same run, and perf's samples of the same curl processes are classified with dpuprof's rules. "
+        f"Unresolved: samples whose leaf user frame names no module. {when[0].upper() + when[1:]}.")
+    add("")
+    for line in table(sh):
+        add(line)
     add("")
 
 

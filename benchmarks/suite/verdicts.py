@@ -34,6 +34,8 @@ def evaluate(res: dict) -> list[dict]:
     out = [stack_loss_target(lg), recursion_target(lg), *accuracy_targets(res["accuracy"]["table"]),
            cost_ddp_target(res), cost_iperf3_target(res), size_target(lg), rss_target(lg),
            startup_target(res["startup"]), report_target(res["report"])]
+    if res.get("short_helpers"):
+        out.append(short_helpers_target(res["short_helpers"]))
     if res["mode"] == "quick":
         for t in out:
             if t["id"] in TIMED:
@@ -258,3 +260,23 @@ def _cost_note(cond: dict) -> str:
     if cond.get("cpu_cost_pct") is None:
         return ""
     return f"; CPU per {unit_word(cond['work_unit'])} {num(cond['cpu_cost_pct'], 1, ' %', sign=True)}"
+
+
+#: Issue 24: the crypto share of short-lived curl helpers' samples, dpuprof against perf on one run.
+SHORT_HELPERS_PP = 5.0
+
+
+def short_helpers_target(sh: dict) -> dict:
+    """Short-lived helpers (benchmarks/short_helpers.py): each run's dpuprof and perf crypto shares
+    of the curl processes' samples; met when every run's are within SHORT_HELPERS_PP points."""
+    runs: dict[str, dict] = {}
+    for r in sh["rows"]:
+        runs.setdefault(r["run"], {})[r["tool"]] = r
+    pairs = [(name, t["dpuprof"], t["perf"]) for name, t in runs.items() if {"dpuprof", "perf"} <= set(t)]
+    worst = max((abs(d["crypto_pct"] - p["crypto_pct"]) for _, d, p in pairs), default=None)
+    measured = "; ".join(f"{name}: {num(d['crypto_pct'], 1)} % crypto, {num(d['unresolved_pct'], 1)} % unresolved "
+                         f"({d['processes']} curls, {d['samples']:,} samples)" for name, d, _ in pairs)
+    theirs = "; ".join(f"{name}: {num(p['crypto_pct'], 1)} %" for name, _, p in pairs)
+    return {"id": "short_helpers", "name": "crypto share of short-lived curl helpers (one per HTTPS shard)",
+            "target": f"within {SHORT_HELPERS_PP:g} pp of perf", "measured": measured or "—", "perf": theirs or "—",
+            "met": None if worst is None else worst <= SHORT_HELPERS_PP}

@@ -287,8 +287,7 @@ class NetDrainer:
 
 
 class SockDrainer:
-    """sock_io: rows (pid, protocol, direction, bytes, calls). The probe counts per CPU
-    (probes/sock_io.bpf.c): the CPUs' values are summed."""
+    """sock_io: rows (pid, protocol, direction, bytes, calls)."""
 
     def __init__(self, bpf):
         self.stats = bpf["sock_stats"]
@@ -296,10 +295,10 @@ class SockDrainer:
 
     def drain(self) -> list[tuple]:
         cur: dict = defaultdict(lambda: (0, 0))
-        for k, per_cpu in snapshot(self.stats):
+        for k, v in snapshot(self.stats):
             key = (k.tgid, IPPROTO.get(k.protocol, str(k.protocol)), SOCK_DIRS[min(k.dir, 1)])
             b, c = cur[key]
-            cur[key] = (b + sum(v.bytes for v in per_cpu), c + sum(v.calls for v in per_cpu))
+            cur[key] = (b + v.bytes, c + v.calls)
         return [(pid, proto, d, b, c) for (pid, proto, d), (b, c) in sorted(self.cum.deltas(dict(cur)).items())]
 
 

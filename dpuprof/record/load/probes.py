@@ -90,10 +90,7 @@ PROBES = (
           raw=RawVariant("NET_DEV_RAW_TP", (("NET_SKB_LEN_OFF", "sk_buff", "len"),
                                             ("NET_SKB_DEV_OFF", "sk_buff", "dev"),
                                             ("NET_DEV_NAME_OFF", "net_device", "name")))),
-    Probe("sock_io", "sock_io.bpf.c", ("sock:sock_send_length", "sock:sock_recv_length"),
-          raw=RawVariant("SOCK_IO_RAW_TP", (("SOCK_COMMON_OFF", "sock", "__sk_common"),
-                                            ("SOCK_FAMILY_OFF", "sock_common", "skc_family", 2),
-                                            ("SOCK_PROTOCOL_OFF", "sock", "sk_protocol", 2)))),
+    Probe("sock_io", "sock_io.bpf.c", ("sock:sock_send_length", "sock:sock_recv_length")),
     Probe("uprobes", "uprobes.bpf.c", ("task:task_newtask", "syscalls:sys_enter_getpgid")),  # record/load/uprobes.py
     Probe("sched_wait", "sched_wait.bpf.c",
           ("sched:sched_switch", "sched:sched_waking", "sched:sched_wakeup_new", *_IRQ_EDGES, *_SOFTIRQ_EDGES),
