@@ -257,6 +257,8 @@ def render(summary: dict, meta: dict) -> str:
          f"{meta.get('rounds')} round(s) of {meta.get('duration_s')} s per load and condition; "
          f"{meta.get('cpus')} CPUs, kernel {meta.get('kernel')}; load average "
          f"{_f(meta.get('load_before'))} before, {_f(meta.get('load_after'))} after. Medians over rounds.", ""]
+    if meta.get("command"):
+        L[-1:-1] = ["", f"Measured on {meta.get('date_utc')} by `{meta['command']}`."]
     for label, tree in (meta.get("trees") or {}).items():
         L.append(f"- `dpuprof:{label}`: {tree}")
     for name, what in (meta.get("commands") or {}).items():
@@ -396,7 +398,9 @@ def main(argv=None) -> int:
              *(["perf"] * (not args.no_perf))]
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: restore bpf_stats_enabled
     scratch = Path(tempfile.mkdtemp(prefix="dpuprof-hot-", dir=args.scratch))
-    meta = {"duration_s": args.duration, "rounds": args.rounds, "cpus": os.cpu_count(),
+    meta = {"command": " ".join(["sudo python3 benchmarks/hot_loads.py", *(argv if argv is not None else sys.argv[1:])]),
+            "date_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "duration_s": args.duration, "rounds": args.rounds, "cpus": os.cpu_count(),
             "kernel": platform.release(), "load_before": os.getloadavg()[0],
             "trees": {label: f"{p} ({_commit(p)})" for label, p in trees.items()},
             "commands": {x.name: x.what for x in loads}, "units": {x.name: x.unit for x in loads},
