@@ -100,7 +100,7 @@ RAW_TRACEPOINT_PROBE(sched_switch) {
 
 #ifdef HOOK_sched_wait
 RAW_TRACEPOINT_PROBE(sched_waking) {
-    sched_wait_on_waking(hot_task_pid(ctx->args[0]), bpf_ktime_get_ns());
+    sched_wait_on_waking(hot_task_pid(ctx->args[0]));
     return 0;
 }
 #endif
@@ -127,7 +127,7 @@ TRACEPOINT_PROBE(sched, sched_switch) {
 
 #ifdef HOOK_sched_wait
 TRACEPOINT_PROBE(sched, sched_waking) {
-    sched_wait_on_waking(args->pid, bpf_ktime_get_ns());
+    sched_wait_on_waking(args->pid);
     return 0;
 }
 #endif

@@ -106,7 +106,9 @@ static inline struct sw_thread *sw_get(u32 tid) {
 static inline void sw_add_wait(u32 tid, struct sw_thread *t, u32 waker_tgid, u32 waker_tid, u64 now) {
     struct sw_wait_key key = {.tid = tid, .tgid = t->tgid, .state = t->wait_state, .waker_tgid = waker_tgid,
                               .waker_tid = tid == t->tgid ? waker_tid : waker_tgid};
-    u64 ns = now - t->wait_ts;
+    // Another CPU may have stamped wait_ts after this one read its clock (a switch-out racing the
+    // wake-up that ends it): such a wait is 0, never a negative one wrapped to 2^64 - x.
+    u64 ns = now > t->wait_ts ? now - t->wait_ts : 0;
     t->wait_ts = 0;
     struct sw_wait_val init = {};
     struct sw_wait_val *v = sw_waits.lookup_or_try_init(&key, &init);
@@ -161,11 +163,13 @@ static inline void sched_wait_on_switch(u64 now, u32 prev, u32 prev_tgid, u32 ne
     }
 }
 
-// sched_waking's hook: thread `tid` is being woken, in the waker's context.
-static inline void sched_wait_on_waking(u32 tid, u64 now) {
+// sched_waking's hook: thread `tid` is being woken, in the waker's context. The clock is read
+// after its wait is found: a thread outside the workload costs one lookup and no clock read.
+static inline void sched_wait_on_waking(u32 tid) {
     struct sw_thread *t = sw_threads.lookup(&tid);
     if (!t || !t->wait_ts)
         return;
+    u64 now = bpf_ktime_get_ns();
     int zero = 0;
     u32 *depth = sw_irq.lookup(&zero);
     u64 waker = (depth && *depth) ? 0 : bpf_get_current_pid_tgid();

@@ -156,3 +156,10 @@ def test_a_probe_whose_dependency_is_unavailable_is_skipped_with_the_reason():
     assert unavailable == {"sched_wait": "needs probe proc_tree, unavailable"}
     assert probes._with_needs([by_name["proc_tree"], by_name["sched_wait"]], {}) == \
         [by_name["proc_tree"], by_name["sched_wait"]]
+
+
+def test_a_wrapped_wait_from_the_probe_counts_its_wake_up_but_no_time():
+    # 2^64 - 151: a wait the probe computed as negative (a switch-out stamped after the waker read
+    # its clock) must not reach the packed blob, whose values stop at 2^62 - 1.
+    rows = wait_rows({(2, 1, 1, 1, 1): ((1 << 64) - 151, 3)}, {(2, 1, 1, 1, 1): (0, 2)}, {1})
+    assert rows == [(2, "sleep", 1, 1, 0, 1)]

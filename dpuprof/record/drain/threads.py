@@ -96,6 +96,8 @@ def wait_rows(current: dict[tuple, tuple[int, int]], previous: dict[tuple, tuple
             continue
         p_ns, p_count = previous.get(key, (0, 0))
         d_ns, d_count = max(0, ns - p_ns), max(0, count - p_count)
+        if d_ns >= 1 << 62:  # a wrapped (negative) wait from the probe: never a reason to lose the file
+            d_ns = 0
         if d_count or d_ns:
             rows.append((tid, WAIT_STATES.get(state, "other"), _signed(waker_pid), _signed(waker_tid), d_ns, d_count))
     return rows
