@@ -55,9 +55,10 @@
 // Hooks:    perf_event PERF_TYPE_SOFTWARE / PERF_COUNT_SW_CPU_CLOCK; sched:sched_switch through
 //           cpu_sample_on_switch, called by the one sched_switch program (probes/hot_events.bpf.c)
 // Overhead: one stack walk (kernel + user) per sample, and one per-CPU read and one hash update
-//           per context switch, which is most of the runs. Measured with proc_tree (always loaded
-//           together; benchmarks/RESULTS.md, 2026-11-29, 99 Hz, 2 CPUs): 25,791 runs/s at 331 ns
-//           (0.85 % of one core) under iperf3, 40,527 runs/s at 225 ns (0.91 %) under fio.
+//           per context switch (its hook in hot_events' sched_switch program, measured there).
+//           on_sample (benchmarks/hot_loads.py, benchmarks/HOT_LOADS.md: 2026-12-02, 2-vCPU VM,
+//           99 Hz): 24 us per sample x 124/s on an iperf3 flood, 18 us x 196/s on 4 x 128 Python
+//           threads (their stacks scanned for Python frames), 0.3-0.35 % of one core.
 #include <uapi/linux/ptrace.h>
 // Not <uapi/linux/bpf_perf_event.h> and <linux/sched.h>: through <linux/ptrace.h> they pull in
 // most of the kernel's headers, 2.6 s of the compile's CPU (of ~5 s for all probes) for one

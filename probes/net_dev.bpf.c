@@ -20,7 +20,9 @@
 //           program runs on the CPU (classic ones are: bpf_prog_active, see probes/softirq.bpf.c).
 //           Without BTF or raw tracepoints, the classic tracepoints' args are used.
 // Overhead: per packet (per GRO/GSO segment, not per wire frame): two or three kernel reads, one
-//           per-CPU array update.
+//           per-CPU array update. Measured (benchmarks/hot_loads.py, benchmarks/HOT_LOADS.md: 2026-12-02, 2-vCPU VM, BPF statistics on), iperf3 flood,
+//           81,215 packets/s each way: net_dev_xmit 200 ns, netif_receive_skb 211 ns (the shared
+//           hash before: 280 and 319 ns).
 #include <uapi/linux/ptrace.h>
 
 #define NET_SLOTS 128   // a power of two: device names hashed into as many slots per direction

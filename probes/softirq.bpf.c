@@ -14,7 +14,7 @@
 //           tracepoint programs are then skipped (bpf_prog_active, counted as recursion misses), raw
 //           tracepoint programs are only skipped when they would recurse into themselves.
 // Overhead: one per-CPU write at entry, three per-CPU updates at exit; softirqs run at most a few
-//           100k/s.
+//           100k/s. Its hooks' cost is in the hot_events programs' (probes/hot_events.bpf.c).
 #include <uapi/linux/ptrace.h>
 
 BPF_PERCPU_ARRAY(sirq_start, u64, 1);
