@@ -130,7 +130,9 @@ def measure(trees: list[tuple[str, str]], shards: int = 8, epochs: int = 4, shar
         try:
             time.sleep(0.5)
             for label, tree in trees:
-                rows += one_run(label, Path(tree).resolve(), work, port, shards, epochs)
+                rev = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                     text=True).stdout.strip()
+                rows += one_run(f"{label} ({rev or 'no git'})", Path(tree).resolve(), work, port, shards, epochs)
         finally:
             server.terminate()
             server.wait()

@@ -167,9 +167,12 @@ def test_old_results_json_renders_the_new_rows_as_not_measured():
     res = json.loads((REPO / "benchmarks" / "results.json").read_text())
     for key in ("stack_loss", "recursion"):
         res["long"].pop(key, None)
+    short = res.pop("short_helpers", None)  # an older results.json has no section 6 either
     targets = {t["id"]: t for t in verdicts.evaluate(res)}
     assert list(targets) == ["stack_loss", "recursion_misses", "accuracy_ratio", "accuracy_pp", "cost_ddp",
                              "cost_iperf3", "size_ratio", "rss_mb", "startup_s", "report_time"]
+    if short is not None:
+        assert verdicts.evaluate({**res, "short_helpers": short})[-1]["id"] == "short_helpers"
     assert targets["stack_loss"]["met"] is None and targets["recursion_misses"]["met"] is None
     assert targets["rss_mb"]["target"] == "≤ 100 MB"
 
@@ -192,3 +195,15 @@ def test_accuracy_why_quotes_the_ground_truths_overcount(frame):
     assert f"{8.0 / 9.1:.3f}×" in text
     assert "alloc_pages_mpol → kernel_other.mm 2.0 % are mm, sched or syscall-entry work" in text
     assert "To close: context rules" not in text  # they exist (dpuprof/data/rules.toml)
+
+
+def test_short_helpers_target_judges_the_last_run_within_5_pp():
+    def rows(run, ours, perf):
+        return [{"run": run, "tool": "dpuprof", "processes": 32, "samples": 900, "crypto_pct": ours,
+                 "unresolved_pct": 0.5}, {"run": run, "tool": "perf", "processes": 32, "samples": 950,
+                                          "crypto_pct": perf, "unresolved_pct": 0.0}]
+
+    older = rows("old (abc)", 1.0, 31.0)  # shown for comparison, not judged
+    assert verdicts.short_helpers_target({"rows": older + rows("new (def)", 32.9, 32.3)})["met"] is True
+    assert verdicts.short_helpers_target({"rows": rows("new (def)", 20.0, 32.3)})["met"] is False
+    assert verdicts.short_helpers_target({"rows": []})["met"] is None
