@@ -15,7 +15,7 @@ from conftest import PYTHON, REPO
 pytestmark = pytest.mark.root
 
 SECTIONS = ("## Machine", "## Targets", "## 1. Accuracy", "## 2. Overhead", "## 3. Output size",
-            "## 4a. Start-up", "## 5. Report time", "## Commands")
+            "## 4a. Start-up", "## 5. Report time", "## 6. Short-lived helpers", "## Commands")
 # The dominant category's share of each single-purpose tool's CPU, as dpuprof measures it, must at
 # least reach these floors even in a short run with few samples (full runs: benchmarks/RESULTS.md).
 # zstd is left out: the Debian zstd CLI links libzstd statically and is stripped, which the rules do
@@ -38,7 +38,7 @@ def test_writes_every_section(quick_run):
         assert section in md, section
     ids = {t["id"] for t in results["targets"]}
     assert ids == {"stack_loss", "recursion_misses", "accuracy_ratio", "accuracy_pp", "cost_ddp", "cost_iperf3",
-                   "size_ratio", "rss_mb", "startup_s", "report_time"}
+                   "size_ratio", "rss_mb", "startup_s", "report_time", "short_helpers"}
     # Every target row is in the table, and the command to reproduce is written down.
     for t in results["targets"]:
         assert t["name"] in md
