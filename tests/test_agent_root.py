@@ -217,19 +217,68 @@ def _prometheus(tmp_path: Path, agent_port: int):
     return proc, port
 
 
-def _query(port: int, promql: str) -> list:
-    """The instant vector of ``promql`` through Prometheus' HTTP API: [(labels, value)]."""
-    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+def _query(port: int, promql: str, at: float | None = None) -> list:
+    """The instant vector of ``promql`` through Prometheus' HTTP API, evaluated at unix time ``at``
+    (now when None): [(labels, value)]."""
+    params = {"query": promql} | ({"time": f"{at:.3f}"} if at is not None else {})
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode(params)
     with urllib.request.urlopen(url, timeout=10) as resp:
         body = json.load(resp)
     assert body["status"] == "success", body
     return [(r["metric"], float(r["value"][1])) for r in body["data"]["result"]]
 
 
-def test_prometheus_scrapes_the_agent_and_rates_a_jobs_cpu(tmp_path, slurm_like_cgroup):
-    group_dir, _group, job = slurm_like_cgroup
+def window_rate_promql(selector: str, window_ms: int) -> str:
+    """PromQL: each category's CPU rate (CPU seconds per recorded second) of ``selector`` over the
+    last ``window_ms``, from the counters' exact differences. Not rate()/increase(): they extrapolate
+    to the window's edges and start from a series' first scrape, so they differ from the recording by
+    up to a scrape interval's share. A series born inside the window counts from 0."""
+    cpu = f"sum by (category) (dpuprof_cpu_seconds_total{{{selector}}})"
+    before = f"(sum by (category) (dpuprof_cpu_seconds_total{{{selector}}} offset {window_ms}ms) or {cpu} * 0)"
+    covered = f"dpuprof_recorded_seconds_total - dpuprof_recorded_seconds_total offset {window_ms}ms"
+    return f"({cpu} - {before}) / scalar({covered})"
+
+
+def _recording_rates(recs, group: str, covered_from: float, covered_to: float) -> dict:
+    """Each category's CPU rate for the processes of cgroup ``group`` over the intervals that end
+    after ``covered_from`` and no later than ``covered_to`` recorded seconds (the agent's
+    dpuprof_recorded_seconds_total counts interval lengths in the same order, so the same floats)."""
+    import pandas as pd
+
+    cpu, covered, total = [], 0.0, 0.0
+    for rec in recs:
+        iv = rec.table("intervals").sort_values("interval")
+        procs = rec.table("processes")
+        pids = set(procs.loc[procs["cgroup"] == group, "pid"])
+        table = rec.table("cpu_category")
+        for interval, t0, t1 in iv[["interval", "t_start", "t_end"]].itertuples(index=False):
+            covered += max(0.0, t1 - t0)
+            if covered_from + 1e-6 < covered <= covered_to + 1e-6:
+                total += max(0.0, t1 - t0)
+                cpu.append(table[(table["interval"] == interval) & table["pid"].isin(pids)])
+    by_cat = pd.concat(cpu).groupby("category")["cpu_s"].sum() if cpu else pd.Series(dtype=float)
+    return {cat: float(v) / total for cat, v in by_cat.items()}
+
+
+def documented_promql() -> dict:
+    """docs/agent.md's PromQL block: {name: query}, each query after its ``# name: ...`` comment."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "agent.md").read_text()
+    block = text.split("```promql\n", 1)[1].split("```", 1)[0]
+    queries, name = {}, None
+    for line in block.splitlines():
+        if line.startswith("# ") and ":" in line and " " not in line[2:].split(":", 1)[0]:
+            name = line[2:].split(":", 1)[0]
+        elif line.strip() and not line.startswith("#"):
+            queries[name] = f"{queries.get(name, '')} {line.strip()}".strip()
+    return queries
+
+
+def test_prometheus_rates_a_jobs_categories_as_the_recording_does(tmp_path, slurm_like_cgroup):
+    """A real Prometheus scrapes the agent; one PromQL query over a window that holds a job gives each
+    category's rate within 2 % of the same window's recording, and docs/agent.md's queries run."""
+    group_dir, group, job = slurm_like_cgroup
     port = _free_port()
-    agent = _start_agent(tmp_path / "recs", port, "10s")
+    agent = _start_agent(tmp_path / "recs", port, "5s", "--project", "bluefield-3")
     server = None
     try:
         _wait_recorded(agent, port, 0.0)
@@ -243,18 +292,37 @@ def test_prometheus_scrapes_the_agent_and_rates_a_jobs_cpu(tmp_path, slurm_like_
             except OSError:
                 pass  # not listening yet
         assert any(v == 1 for _m, v in up), up
-        cpu_s = _zlib_in(group_dir, 6)
+        time.sleep(1.5)  # a scrape after the agent came up, before the job
+        t_a = time.time()
+        _zlib_in(group_dir, 4)
         covered = _wait_recorded(agent, port, 0.0)
-        _wait_recorded(agent, port, covered + 3.0)  # committed, and scraped at 1 s
-        time.sleep(2.0)
-        sel = f'dpuprof_cpu_seconds_total{{job_kind="slurm",job_id="{job}"}}'
-        by_cat = dict((m["category"], v) for m, v in _query(prom, f"sum by (category) (rate({sel}[1m]))"))
-        assert by_cat and max(by_cat, key=by_cat.get) == "compression", by_cat
-        (total,) = [v for _m, v in _query(prom, f"sum(increase({sel}[1m]))")]
-        # increase() counts from each series' first scrape: the first interval's CPU is not in it
-        assert 0.5 * cpu_s <= total <= 2.0 * cpu_s, (total, cpu_s)
+        _wait_recorded(agent, port, covered + 2.0)  # the job's last interval is committed
+        time.sleep(2.0)  # and scraped
+        t_b = time.time()
+        selector = f'job_kind="slurm",job_id="{job}"'
+        promql = window_rate_promql(selector, int((t_b - t_a) * 1000))
+        by_cat = {m["category"]: v for m, v in _query(prom, promql, at=t_b)}
+        (r_a,), (r_b,) = ([v for _m, v in _query(prom, "dpuprof_recorded_seconds_total", at=t)] for t in (t_a, t_b))
+        assert _projected(agent, port, job) > 0  # a rotated file with the job was projected
+        time.sleep(2.0)  # and scraped
+        docs = {name: _query(prom, q) for name, q in documented_promql().items()}
+        agent.send_signal(signal.SIGTERM)
+        assert agent.wait(timeout=120) == 0, agent.stderr.read()
     finally:
         for proc in (server, agent):
             if proc is not None and proc.poll() is None:
                 proc.terminate()
                 proc.wait(timeout=60)
+    recorded = _recording_rates(_recordings(tmp_path / "recs"), group, r_a, r_b)
+    print(f"\nPromQL at {t_b:.3f}: {promql}\nwindow: recorded seconds {r_a:.3f} .. {r_b:.3f}")
+    for cat in sorted(set(by_cat) | set(recorded)):
+        print(f"  {cat:14} prometheus {by_cat.get(cat, 0.0):.6f}  recording {recorded.get(cat, 0.0):.6f} CPU s/s")
+    assert max(by_cat, key=by_cat.get) == "compression", by_cat
+    assert len(docs) == 6 and all(docs.values()), docs  # every documented query returns series
+    assert "compression" in {m["category"] for m, _v in docs["fleet_tax_by_category"]}
+    assert job in {m["job_id"] for m, _v in docs["jobs_largest_projected_gain"]}
+    job_rate = sum(recorded.values())
+    for cat in set(by_cat) | set(recorded):
+        got, want = by_cat.get(cat, 0.0), recorded.get(cat, 0.0)
+        # 2 % of the category, with a floor of 0.1 % of the job's rate for categories of a few samples
+        assert abs(got - want) <= max(0.02 * want, 0.001 * job_rate), (cat, got, want, by_cat, recorded)
