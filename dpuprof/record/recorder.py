@@ -107,7 +107,8 @@ class Recorder:
 
         If the recording cannot be written (disk full, I/O error), ``on_error`` gets one line, the
         probes are detached, the file keeps every interval committed so far (``complete`` false),
-        and the command runs on to its end (``write_ok`` False).
+        and the command runs on to its end (``write_ok`` False); with no command (-p, -a, --cgroup,
+        the agent) the recording stops there.
         """
         childmod.block_signals()
         self.source.check()
@@ -162,8 +163,8 @@ class Recorder:
             t_prev = now
             if recording_ok:
                 self._show(now - start)
-            if done:
-                break
+            if done or not (recording_ok or self.work.target.command):
+                break  # nothing more can be recorded, and no command of ours to wait for
         if self.status is not None:
             self.status.clear()
         return self._finish(writer, start, t_prev, recording_ok)
@@ -220,8 +221,8 @@ class Recorder:
             if self.status is not None:
                 self.status.clear()
             kept = f"up to interval {self.interval - 1}" if self.interval else "without intervals"
-            self.on_error(f"cannot write {self.opts.output} ({err}); recording kept {kept}, "
-                          "the command keeps running")
+            then = "the command keeps running" if self.work.target.command else "stopping"
+            self.on_error(f"cannot write {self.opts.output} ({err}); recording kept {kept}, {then}")
             self.source.close()
             return False
 
