@@ -208,11 +208,8 @@ def test_projection_gauges_per_dpu_and_job(fixture_copy):
 
     m = IntervalMetrics("n")
     proj = Projector(["bluefield-3"], "n", m.registry)
-    try:
-        results = project_jobs(fixture_copy("ddp-encrypted"), proj.profiles, 5)
-        proj.publish(results)
-    finally:
-        proj.close()
+    results = project_jobs(load(fixture_copy("ddp-encrypted")), proj.profiles, 5)
+    proj.publish(results)
     (dpu, job, freed, bounds), = results  # the fixture's processes are all in cgroup /
     assert (dpu, job) == ("bluefield-3", Job("cgroup", "/")) and freed > 0
     assert bounds["low"] <= bounds["expected"] <= bounds["high"]

@@ -1,7 +1,8 @@
 """Root tests: ``dpuprof agent`` with the real eBPF probes. A workload runs in a cgroup v2 group of
 its own shaped like a Slurm job's (``.../job_N``); /metrics, scraped over HTTP on 127.0.0.1, must
-carry its CPU under job_id=N, job_kind=slurm; the rotating files must cover the run with no interval
-missing; and ``kill -9`` must lose at most the interval being recorded."""
+carry its CPU under job_id=N, job_kind=slurm, and ``--push`` must POST its profile to a local
+/ingest; the rotating files must cover the run with no interval missing; and ``kill -9`` must lose
+at most the interval being recorded."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import PYTHON, WORKLOADS
+from ingest_server import Ingest
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -104,6 +106,22 @@ def _projected(agent, port: int, job: str) -> float:
     return best
 
 
+def _pushed(agent, server: Ingest, job: str) -> list:
+    """The profiles (pprof messages) POSTed for Slurm job ``job``, once one has arrived."""
+    import gzip
+
+    from dpuprof.render.formats.pprof_schema import profile_class
+
+    name = f"dpuprof{{job_id={job},job_kind=slurm,node={socket.gethostname()}}}"
+    deadline = time.time() + STARTUP_S
+    while time.time() < deadline and agent.poll() is None:
+        mine = [form["profile"] for _path, params, form in list(server.requests) if params["name"] == name]
+        if mine:
+            return [profile_class().FromString(gzip.decompress(data)) for data in mine]
+        time.sleep(0.5)
+    raise AssertionError(f"no profile pushed for {name}: {[q['name'] for _p, q, _f in server.requests]}")
+
+
 @pytest.fixture
 def slurm_like_cgroup():
     """A cgroup v2 group ``/dpuprof-agent-test-PID/job_PID``: (its path as /proc shows it, job id)."""
@@ -124,8 +142,8 @@ def slurm_like_cgroup():
 
 def test_agent_metrics_carry_a_jobs_cpu_and_files_cover_the_run(tmp_path, slurm_like_cgroup):
     group_dir, group, job = slurm_like_cgroup
-    port, out = _free_port(), tmp_path / "recs"
-    agent = _start_agent(out, port, "3s", "--project", "bluefield-3")
+    port, out, server = _free_port(), tmp_path / "recs", Ingest()
+    agent = _start_agent(out, port, "3s", "--project", "bluefield-3", "--push", server.url)
     try:
         _wait_recorded(agent, port, 0.0)
 
@@ -143,9 +161,12 @@ def test_agent_metrics_carry_a_jobs_cpu_and_files_cover_the_run(tmp_path, slurm_
         assert _value(samples, "process_cpu_seconds_total") > 0  # the agent's own CPU
         freed = _projected(agent, port, job)  # a file with the workload, projected at its rotation
         assert freed > 0, "BlueField-3 offloads deflate: some of the job's zlib CPU is freed"
+        profiles = _pushed(agent, server, job)  # the same file, pushed before it was projected
+        assert sum(s.value[0] for p in profiles for s in p.sample) > 0
         agent.send_signal(signal.SIGTERM)
         assert agent.wait(timeout=120) == 0, agent.stderr.read()
     finally:
+        server.close()
         if agent.poll() is None:
             agent.kill()
             agent.wait()

@@ -66,6 +66,13 @@ def job_of(cgroup: str | None) -> Job:
     return Job("cgroup", "/" + "/".join(parts))
 
 
+def jobs_by_pid(processes) -> dict[int, Job]:
+    """{pid: Job} of a recording's ``processes`` table (columns pid, cgroup; a NULL cgroup, read
+    as NaN or None, is NO_JOB). A pid with several rows takes its last one's job."""
+    return {int(pid): job_of(cg if isinstance(cg, str) else None)
+            for pid, cg in zip(processes["pid"], processes["cgroup"])}
+
+
 class JobLabels:
     """{pid: Job} for the processes seen so far, with at most ``max_jobs`` distinct jobs: once
     that many are known, a new one is counted as ``Job("cgroup", "other")``, so a host that makes

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import socket
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +38,7 @@ class AgentOptions:
     probes: list[str] = field(default_factory=list)  # empty: the light set (light_probes)
     duration_s: float | None = None
     project: list[str] = field(default_factory=list)  # DPU profiles projected at each rotation (projecting.py)
+    push: str | None = None  # the Pyroscope-compatible ingest URL (parse_push_url) each rotation is pushed to
     node: str = field(default_factory=socket.gethostname)
 
 
@@ -68,6 +70,24 @@ def parse_listen(text: str) -> tuple[str, int]:
         raise UserError(f"--listen: port {port} is not in 0-65535")
     addr = m.group(1) or m.group(2) or "127.0.0.1"
     return addr, port
+
+
+def parse_push_url(text: str) -> str:
+    """``"http://pyroscope:4040"`` -> ``"http://pyroscope:4040/ingest"``: an http(s) URL with a
+    host, optionally a path prefix (a server behind a reverse proxy); ``/ingest`` is added unless
+    the path already ends with it. No query or fragment: push.py writes the query."""
+    bad = f"--push: expected the server's URL, such as http://pyroscope:4040, got {text!r}"
+    try:
+        url = urllib.parse.urlsplit(text.strip())
+        url.port  # read for its check: ValueError on a port that is not a number in 0-65535
+    except ValueError:
+        raise UserError(bad) from None
+    if url.scheme not in ("http", "https") or not url.hostname or url.query or url.fragment:
+        raise UserError(bad)
+    path = url.path.rstrip("/")
+    if not path.endswith("/ingest"):
+        path += "/ingest"
+    return urllib.parse.urlunsplit((url.scheme, url.netloc, path, "", ""))
 
 
 def light_probes(names) -> list[str]:

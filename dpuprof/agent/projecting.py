@@ -1,10 +1,11 @@
 """Projected offload per job at each rotation: what a DPU would free, as Prometheus gauges.
 
-When a recording file is completed, ``Projector.submit(path)`` hands it to one background thread
-(so the recorder's drains are never delayed by the model), which loads it, groups its processes
-into jobs by cgroup (jobs.py), and runs the pure projection (dpuprof/project, as ``dpuprof
-project`` does) once per DPU profile and job, with that job's processes as the workload. A file
-that comes while the previous one is still being projected is skipped and counted.
+When a recording file is completed, the agent's background thread (background.py, so the
+recorder's drains are never delayed by the model) loads it and hands it to ``Projector.consume``,
+which groups its processes into jobs by cgroup (jobs.py) and runs the pure projection
+(dpuprof/project, as ``dpuprof project`` does) once per DPU profile and job, with that job's
+processes as the workload. A file that comes while the previous one is still being worked on is
+skipped and counted.
 
 Gauges, replaced whole at each projection (a job that is gone loses its series):
 
@@ -19,21 +20,18 @@ Only the ``max_jobs`` jobs with the most CPU in the file are projected, bounding
 
 from __future__ import annotations
 
-import queue
-import threading
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from dpuprof.agent.jobs import NO_JOB, job_of
-from dpuprof.errors import UserError
+from dpuprof.agent.jobs import NO_JOB, jobs_by_pid
 
 
 def job_pids(processes, cpu, max_jobs: int) -> dict:
     """{Job: set of pids} of a recording's ``processes`` table (pid, cgroup) for the ``max_jobs``
     jobs with the most CPU in its ``cpu_category`` table (pid, category, cpu_s); idle and
     processes without a cgroup are no job."""
-    jobs = {pid: job_of(cg if isinstance(cg, str) else None) for pid, cg in zip(processes["pid"], processes["cgroup"])}
+    jobs = jobs_by_pid(processes)
     busy = cpu[cpu["category"] != "idle"].groupby("pid")["cpu_s"].sum()
     per_job: dict = {}
     for pid, cpu_s in busy.items():
@@ -44,13 +42,11 @@ def job_pids(processes, cpu, max_jobs: int) -> dict:
     return {job: {pid for pid, j in jobs.items() if j == job} for job in top}
 
 
-def project_jobs(path: Path, profiles: list, max_jobs: int) -> list[tuple]:
-    """[(dpu name, Job, freed cores, {low, expected, high})] for the recording at ``path``."""
+def project_jobs(rec, profiles: list, max_jobs: int) -> list[tuple]:
+    """[(dpu name, Job, freed cores, {low, expected, high})] for the loaded Recording ``rec``."""
     from dpuprof.project.assemble import build_projection
     from dpuprof.project.inputs import from_recording
-    from dpuprof.recording import load
 
-    rec = load(path)
     base = from_recording(rec)
     out = []
     for job, pids in job_pids(rec.table("processes"), rec.table("cpu_category"), max_jobs).items():
@@ -64,9 +60,9 @@ def project_jobs(path: Path, profiles: list, max_jobs: int) -> list[tuple]:
 
 
 class Projector:
-    """Projects completed files on ``dpus`` (profile names or TOML paths) in one background thread
-    and publishes the gauges in ``registry``. Profiles are loaded (and checked) at construction:
-    a bad name is a UserError before the agent starts."""
+    """Projects completed files on ``dpus`` (profile names or TOML paths) and publishes the gauges
+    in ``registry``: a task of the agent's RotationWorker (background.py). Profiles are loaded
+    (and checked) at construction: a bad name is a UserError before the agent starts."""
 
     def __init__(self, dpus: list[str], node: str, registry: CollectorRegistry, max_jobs: int = 20):
         from dpuprof.project.profiles import load_profile
@@ -81,27 +77,16 @@ class Projector:
         self.skipped = Counter("dpuprof_projection_skipped", "Completed recordings not projected",
                                ("node", "reason"), registry=registry)
         self.errors: list[str] = []  # the last few reasons, for the agent's log
-        self._queue: queue.Queue = queue.Queue(maxsize=1)
-        self._thread = threading.Thread(target=self._work, name="dpuprof-projector", daemon=True)
-        self._thread.start()
 
-    def submit(self, path: Path, _pids=None) -> None:
-        """Project ``path`` (RotatingWriter.on_rotate's signature), or count it skipped when busy."""
-        try:
-            self._queue.put_nowait(Path(path))
-        except queue.Full:
-            self.skipped.labels(self.node, "busy").inc()
+    def consume(self, rec) -> None:
+        """Project the loaded Recording ``rec`` and publish the result."""
+        self.publish(project_jobs(rec, self.profiles, self.max_jobs))
 
-    def _work(self) -> None:
-        while True:
-            path = self._queue.get()
-            if path is None:
-                return
-            try:
-                self.publish(project_jobs(path, self.profiles, self.max_jobs))
-            except (UserError, OSError, ValueError, KeyError) as err:  # a file that cannot be projected
-                self.skipped.labels(self.node, "error").inc()
-                self.errors = (self.errors + [f"{path.name}: {err}"])[-5:]
+    def skip(self, path: Path, reason: str, why: str = "") -> None:
+        """Count a file not projected: ``reason`` busy or error (``why`` kept for the log)."""
+        self.skipped.labels(self.node, reason).inc()
+        if reason == "error":
+            self.errors = (self.errors + [f"{Path(path).name}: {why}"])[-5:]
 
     def publish(self, results: list[tuple]) -> None:
         """Replace the gauges with ``results`` (project_jobs')."""
@@ -112,11 +97,3 @@ class Projector:
             for bound, value in bounds.items():
                 if value is not None:
                     self.speedup.labels(dpu, bound, job.name, job.kind, self.node).set(float(value))
-
-    def close(self, timeout: float = 30.0) -> None:
-        """Let the file being projected finish (at most ``timeout`` seconds), then stop."""
-        try:
-            self._queue.put(None, timeout=timeout)
-        except queue.Full:
-            return
-        self._thread.join(timeout)

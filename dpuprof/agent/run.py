@@ -42,6 +42,26 @@ def serve_metrics(metrics: IntervalMetrics, listen: tuple[str, int]):
     return server
 
 
+def rotation_worker(opts: AgentOptions, metrics: IntervalMetrics, on_error: Callable[[str], None]):
+    """The background thread for completed files (background.py) with the tasks ``opts`` asks
+    for -- ``--push`` (push.py), then ``--project`` (projecting.py) -- or None when it asks for
+    neither. Their series go in ``metrics.registry``; a push's failure is a line for ``on_error``."""
+    tasks = []
+    if opts.push:
+        from dpuprof.agent.push import Pusher
+
+        tasks.append(Pusher(opts.push, opts.node, metrics.registry, warn=on_error))
+    if opts.project:
+        from dpuprof.agent.projecting import Projector
+
+        tasks.append(Projector(opts.project, opts.node, metrics.registry))
+    if not tasks:
+        return None
+    from dpuprof.agent.background import RotationWorker
+
+    return RotationWorker(tasks)
+
+
 def recorder_options(opts: AgentOptions):
     """The recorder's Options for ``opts``: system-wide, the light probe set unless ``probes``."""
     from dpuprof.record.load.probes import PROBE_NAMES
@@ -66,16 +86,12 @@ def run_agent(opts: AgentOptions, on_error: Callable[[str], None], on_ready: Cal
     from dpuprof.agent.metrics import IntervalMetrics
 
     metrics = metrics or IntervalMetrics(opts.node)
-    projector = None
-    if opts.project:
-        from dpuprof.agent.projecting import Projector
-
-        projector = Projector(opts.project, opts.node, metrics.registry)  # a bad profile: UserError now
+    worker = rotation_worker(opts, metrics, on_error)  # a bad --project profile: UserError now
 
     def rotated(path, pids):
         metrics.rotated(path, pids)
-        if projector is not None:
-            projector.submit(path)
+        if worker is not None:
+            worker.submit(path)
 
     server = serve_metrics(metrics, opts.listen)
     if on_ready is not None:
@@ -93,7 +109,7 @@ def run_agent(opts: AgentOptions, on_error: Callable[[str], None], on_ready: Cal
         res = Recorder(rec_opts, status=None, on_error=on_error, writer_factory=factory).run()
     finally:
         server.shutdown()
-        if projector is not None:
-            projector.close()
+        if worker is not None:
+            worker.close()
     files = [p for p in made[0].files if p.exists()] if made else []
     return AgentResult(seconds=res.seconds, files=files, write_ok=res.write_ok)

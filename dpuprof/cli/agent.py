@@ -16,6 +16,7 @@ What /metrics holds (every series is labelled node=HOSTNAME):
   process_cpu_seconds_total, process_resident_memory_bytes, ...  the agent's own cost
   with --project: dpuprof_projected_freed_cores{dpu,job_id,job_kind} and
   dpuprof_projected_speedup{dpu,bound=low|expected|high,job_id,job_kind} of the last completed file
+  with --push: dpuprof_pushed_profiles_total, dpuprof_push_failures_total{reason}
 
 \b
 Jobs come from each process's cgroup v2 path: a Kubernetes pod (job_kind=pod, job_id=its uid), a
@@ -42,6 +43,7 @@ Examples:
   sudo dpuprof agent -D /var/tmp/dpuprof --rotate 1m --keep 60
   sudo dpuprof agent --rotate 1h --rotate-size 256M --listen 0.0.0.0:9477
   sudo dpuprof agent --project bluefield-3,connectx-7     # projected offload per job, each rotation
+  sudo dpuprof agent --push http://pyroscope:4040         # each job's flame graph, each rotation
   curl -s 127.0.0.1:9477/metrics | grep dpuprof_cpu_seconds_total
   dpuprof report "$(ls /var/lib/dpuprof/*.rec | tail -n 2 | head -n 1)"   # the last complete file
 """
@@ -68,9 +70,13 @@ Examples:
               help="At each rotation, project the completed file on these DPU profiles (bluefield-3, "
                    "connectx-7, ... or a .toml) per job, as gauges (below). Costs a few CPU-seconds "
                    "and ~100 MB (pandas) per rotation, in a background thread.")
+@click.option("--push", "push", metavar="URL",
+              help="At each rotation, POST each job's CPU profile (pprof) of the completed file to this "
+                   "Pyroscope-compatible server's /ingest (e.g. http://pyroscope:4040), as "
+                   "dpuprof.cpu{job_id,job_kind,node}. A failed push is one line and a count; recording goes on.")
 @click.option("-d", "--duration", "duration_s", type=click.FloatRange(0.1, None), metavar="SECONDS",
               help="Stop after SECONDS (default: run until SIGTERM or SIGINT).")
-def agent(directory, rotate, rotate_size, keep, listen, freq_hz, interval_s, probes, project, duration_s):
+def agent(directory, rotate, rotate_size, keep, listen, freq_hz, interval_s, probes, project, push, duration_s):
     """Record the whole host until SIGTERM or SIGINT: CPU by category (network, storage, crypto,
     compression, compute, kernel_other) attributed to jobs by cgroup, in rotating recordings, and
     as Prometheus counters at /metrics.
@@ -83,7 +89,7 @@ def agent(directory, rotate, rotate_size, keep, listen, freq_hz, interval_s, pro
     from dpuprof.record.workload.child import block_signals
 
     block_signals()  # before the /metrics thread starts, so it inherits the mask: the recorder takes them
-    from dpuprof.agent.options import AgentOptions, parse_duration, parse_listen, parse_size
+    from dpuprof.agent.options import AgentOptions, parse_duration, parse_listen, parse_push_url, parse_size
     from dpuprof.agent.run import run_agent
     from dpuprof.errors import UserError
 
@@ -97,7 +103,8 @@ def agent(directory, rotate, rotate_size, keep, listen, freq_hz, interval_s, pro
     opts = AgentOptions(directory=Path(directory), rotate_s=rotate_s, rotate_bytes=rotate_bytes, keep=keep,
                         listen=parse_listen(listen), freq_hz=freq_hz, interval_s=interval_s,
                         probes=[] if names == ["light"] else _all_or(names), duration_s=duration_s,
-                        project=[p.strip() for p in (project or "").split(",") if p.strip()])
+                        project=[p.strip() for p in (project or "").split(",") if p.strip()],
+                        push=parse_push_url(push) if push is not None else None)
     res = run_agent(opts, on_error=_error, on_ready=lambda line: click.echo(f"dpuprof agent: {line}", err=True))
     click.echo(f"dpuprof agent: recorded {res.seconds:.1f} s; {len(res.files)} file(s) kept in {directory}",
                err=True)

@@ -220,9 +220,14 @@ def workload_stack_samples(rec) -> pd.DataFrame:
     return ss if rpid is None else ss[ss["pid"] != rpid]
 
 
-def _stacks(rec) -> pd.DataFrame:
+def stack_table(rec, pids=None) -> pd.DataFrame:
+    """RunView.stacks of ``rec``: DataFrame[folded (process name as root frame), category,
+    subcategory, samples], idle, observer and the recorder's own process left out; with ``pids``
+    (a set), only those processes' samples (the agent pushes one profile per job, dpuprof/agent)."""
     cols = ["folded", "category", "subcategory", "samples"]
     ss, st = workload_stack_samples(rec), rec.table("stacks")
+    if pids is not None:
+        ss = ss[ss["pid"].isin(pids)]
     if ss.empty or st.empty:
         return pd.DataFrame(columns=cols).astype({"samples": float})
     agg = ss.groupby(["pid", "stack_id"], as_index=False)["samples"].sum()
@@ -343,7 +348,7 @@ def build_view(rec, projection: dict | None = None, projection_warnings=(), name
         wl_cats=_cat_totals(cat[cat["pid"].isin(rec.workload_pids)]),
         timeline=_timeline(rec, iv, split),
         io=_io(rec, iv),
-        stacks=_stacks(rec),
+        stacks=stack_table(rec),
         subcats=subcats,
     )
 

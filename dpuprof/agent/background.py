@@ -1,0 +1,68 @@
+"""The agent's one background thread for work on completed recording files.
+
+At each rotation ``RotationWorker.submit(path)`` hands the completed file to one thread, so the
+recorder's drains are never delayed: the thread loads the file once and gives the loaded
+Recording to each task in turn (``--push``: push.py, then ``--project``: projecting.py). A file
+that comes while the previous one is still being worked on is skipped (every task is told, with
+the reason ``busy``); one that cannot be loaded, or that a task fails on, with ``error``.
+
+A task has two methods: ``consume(rec)`` (the loaded Recording) and ``skip(path, reason, why)``.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from pathlib import Path
+
+from dpuprof.errors import UserError
+from dpuprof.recording import load
+
+#: What a task may raise on a file it cannot handle (a damaged or unexpected recording); anything
+#: else is a bug and ends the thread with its traceback, as any other bug would.
+TASK_ERRORS = (UserError, OSError, ValueError, KeyError)
+
+
+class RotationWorker:
+    """Runs ``tasks`` on each submitted file in one daemon thread, the newest file only: the queue
+    holds one, so a slow task can never make the agent's memory grow."""
+
+    def __init__(self, tasks: list):
+        self.tasks = list(tasks)
+        self._queue: queue.Queue = queue.Queue(maxsize=1)
+        self._thread = threading.Thread(target=self._work, name="dpuprof-rotation", daemon=True)
+        self._thread.start()
+
+    def submit(self, path, _pids=None) -> None:
+        """Work on ``path`` (RotatingWriter.on_rotate's signature), or tell every task it was
+        skipped (``busy``) when the previous file is still being worked on."""
+        try:
+            self._queue.put_nowait(Path(path))
+        except queue.Full:
+            for task in self.tasks:
+                task.skip(Path(path), "busy", "the previous file was still being worked on")
+
+    def _work(self) -> None:
+        while True:
+            path = self._queue.get()
+            if path is None:
+                return
+            try:
+                rec = load(path)
+            except TASK_ERRORS as err:
+                for task in self.tasks:
+                    task.skip(path, "error", str(err))
+                continue
+            for task in self.tasks:
+                try:
+                    task.consume(rec)
+                except TASK_ERRORS as err:  # one task's failure does not keep the file from the others
+                    task.skip(path, "error", str(err))
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Let the file being worked on finish (at most ``timeout`` seconds), then stop."""
+        try:
+            self._queue.put(None, timeout=timeout)
+        except queue.Full:
+            return
+        self._thread.join(timeout)
