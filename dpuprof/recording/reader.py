@@ -75,10 +75,10 @@ class Recording:
 
     @cached_property
     def duration_s(self) -> float:
-        iv = self.table("intervals")
-        if iv.empty:
-            return 0.0
-        return float(iv["t_end"].max() - iv["t_start"].min())
+        """Seconds recorded: the intervals' span less its gaps (window.recorded_s)."""
+        from dpuprof.recording.window import recorded_s  # it imports pandas, which tables have loaded by now
+
+        return recorded_s(self.table("intervals"))
 
 
 def load(path: str | os.PathLike) -> Recording:
@@ -233,6 +233,8 @@ _META_CHECKS = {
     "probes_used": (_is_text_list, "a list of strings"),
     "probes_unavailable": (_is_text_map, "a map of probe names to reasons"),
     "system_wide": (lambda v: isinstance(v, bool), "true or false"),
+    "duty": (lambda v: isinstance(v, dict) and _is_number(v.get("on_s")) and _is_number(v.get("period_s"))
+             and 0 < v["on_s"] < v["period_s"], "{on_s, period_s} in seconds, 0 < on_s < period_s"),
     **{key: (lambda v: isinstance(v, str), "text")
        for key in ("mode", "host", "kernel", "cpu_model", "dpuprof_version", "cwd", "user", "error", "arch",
                    "kernel_version", "python", "workload", "cgroup", "stop_reason", "probe_cost")},

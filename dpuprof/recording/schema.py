@@ -19,7 +19,10 @@ consistent up to its last committed interval.
   job_id_source: "--job-id", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID" or null, host, and SLURM_PROCID,
   SLURM_NODEID, RANK, NODE_RANK where set}: which job's node this is, record/metadata.py), stack_buckets (v3,
   written by the writer's close: which stack samples were merged, see stack_counts), probe_cost (v5:
-  "measured" when the probe_cost table holds run times, else "unavailable: <reason>").
+  "measured" when the probe_cost table holds run times, else "unavailable: <reason>"), duty
+  ({on_s, period_s}, written by ``agent --duty``: on_s recorded of every period_s, the probes
+  detached in between, so the intervals leave gaps and the recording's duration is the intervals'
+  span less the gaps; absent: no gaps).
 
 Version 2 adds what the projection's critical-path model needs: per-thread scheduling of the
 workload's threads (``threads``, ``thread_time``, ``thread_wait``, ``thread_category``), collective

@@ -29,6 +29,20 @@ STEP_KINDS = ("step", "ddp_step")
 PLATEAU = 0.8
 
 
+def recorded_s(intervals: pd.DataFrame) -> float:
+    """Seconds of ``intervals`` ([t_start, t_end] rows, unix s): from the first start to the last
+    end, less the gaps that no interval covers (a duty cycle's off parts, ``agent --duty``:
+    nothing was recorded then); the intervals of several nodes (a combined job) may overlap.
+    Rates and shares over it describe the time recorded; a recording without gaps gives its
+    span, to the bit."""
+    if intervals.empty:
+        return 0.0
+    iv = intervals.sort_values("t_start")
+    covered_to = iv["t_end"].cummax().to_numpy()[:-1]  # the latest end so far, before each next start
+    gaps = (iv["t_start"].to_numpy()[1:] - covered_to).clip(min=0.0)
+    return float(iv["t_end"].max() - iv["t_start"].iloc[0]) - float(gaps.sum())
+
+
 @dataclass(frozen=True)
 class Window:
     """A time window of a recording.

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from dpuprof.categories import INFRASTRUCTURE, NOT_WORK
+from dpuprof.recording.window import recorded_s
 from dpuprof.render.job_identity import describe, identity
 
 MAD_SIGMA = 1.4826
@@ -73,8 +74,9 @@ def node_rows(job, views) -> pd.DataFrame:
     cat = job.table("cpu_category")
     busy = cat[~cat["category"].isin(NOT_WORK)].groupby("node")["cpu_s"].sum().reindex(idx, fill_value=0.0)
     infra = cat[cat["category"].isin(INFRASTRUCTURE)].groupby("node")["cpu_s"].sum().reindex(idx, fill_value=0.0)
-    iv = job.table("intervals").groupby("node").agg(t0=("t_start", "min"), t1=("t_end", "max")).reindex(idx)
-    duration = (iv["t1"] - iv["t0"]).fillna(0.0)
+    iv = job.table("intervals")
+    duration = pd.Series({node: recorded_s(g) for node, g in iv.groupby("node")}, dtype=float)
+    duration = duration.reindex(idx, fill_value=0.0).rename_axis("node_i")
     cpus = pd.Series([v.cpu_count for v in views], index=idx, dtype=float)
     split = job.category_split
     out = pd.DataFrame({

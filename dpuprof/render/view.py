@@ -246,6 +246,11 @@ def _warnings(rec, summary: dict) -> list[str]:
     if isinstance(win, dict):
         out.append(f"time window {win.get('start_s')}-{win.get('end_s')} s of the recording "
                    f"({win.get('intervals')} intervals): {win.get('how')}")
+    duty = rec.meta.get("duty")
+    if isinstance(duty, dict):
+        out.append(f"duty cycle: {duty.get('on_s'):g} s recorded of every {duty.get('period_s'):g} s, the probes "
+                   f"detached in between; {rec.duration_s:.1f} s recorded in all: shares and rates are per "
+                   f"recorded second, totals of the recorded time only")
     if not rec.complete:
         out.append(f"recording was cut short (the recorder did not finish: killed?); "
                    f"data covers {rec.duration_s:.1f} s up to the last complete interval")
