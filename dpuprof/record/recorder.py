@@ -26,6 +26,7 @@ from dpuprof.record.workload.procfs import namespaces
 from dpuprof.record.sources import make_source
 from dpuprof.record.workload.targets import Target, Workload
 from dpuprof.record.drain.cost import RecorderCpu
+from dpuprof.record.duty import DutyCycle
 from dpuprof.record.drain.gpu import GpuTelemetry
 from dpuprof.record.drain.telemetry import HostTelemetry, ProcessTelemetry, is_process, process_info
 from dpuprof.recording.writer import RecordingWriter
@@ -48,6 +49,7 @@ class Options:
     python_frames: bool = True  # CPython >= 3.12's perf trampoline on (record/stacks/perfmap.py)
     codec_uprobes: bool = False  # uprobes on cipher/codec calls too (record/load/uprobes.py CODEC_PREFIXES)
     job_id: str | None = None  # --job-id: meta job.job_id (record/metadata.py job_identity)
+    duty: tuple[float, float] | None = None  # (on_s, period_s): record on_s of every period_s (duty.py)
 
 
 @dataclass
@@ -57,7 +59,8 @@ class RunResult:
     targets.STOP_TEXT; ``seconds`` recorded; ``samples`` taken; ``write_ok`` False after a write
     error (already reported through ``on_error``); ``stopped_by`` the signal that stopped dpuprof
     before the command started (then ``file_written``: an empty recording exists); ``still_running``
-    the command outlived the --duration window (``Recorder.wait_for_command`` waits for it)."""
+    the command outlived the --duration window (``Recorder.wait_for_command`` waits for it). With a
+    duty cycle, ``seconds`` counts the on parts only."""
     output: Path
     command_rc: int | None = None
     stop_reason: str | None = None
@@ -137,7 +140,8 @@ class Recorder:
             "probes_unavailable": self.source.unavailable, "probe_hooks": self.source.hooks,
             "recorder_pid": os.getpid(), "user": self.user.name if self.user else None,
             "gpu": self.gpu.describe(),
-        } | self.source.meta(opts.command, self.user) | self.work.meta()
+        } | self.source.meta(opts.command, self.user) | self.work.meta() | (
+            {"duty": {"on_s": opts.duty[0], "period_s": opts.duty[1]}} if opts.duty else {})
 
     def _record(self, writer) -> RunResult:
         """Start the command and write one interval per ``interval_s`` until it ends."""
@@ -152,22 +156,50 @@ class Recorder:
         if not self.work.target.command:  # processes that ran before: their CPU counts from now
             self.procs.sample(self._workload_pids())
         recording_ok = self._guard_write(lambda: writer.set_meta(start_time=start, root_pid=self.work.root_pid))
-        t_prev = start
+        t_prev = on_since = start
+        self.recorded_s = 0.0
         end_at = start + opts.target.duration_s if opts.target and opts.target.duration_s else float("inf")
+        duty = DutyCycle(*opts.duty, start=start) if opts.duty else None
         while True:
-            self._wait(child, min(t_prev + opts.interval_s, end_at))
+            off_at = duty.off_at(on_since) if duty is not None and recording_ok else float("inf")
+            self._wait(child, min(t_prev + opts.interval_s, end_at, off_at))
+            pausing = time.time() >= off_at
+            if pausing:
+                self.source.pause()  # before the clock is read: what the maps hold is this on part's
             now = time.time()
             done = child.poll() is not None or now >= end_at
             if recording_ok:
                 recording_ok = self._guard_write(lambda: self._write_interval(writer, t_prev, now))
+            self.recorded_s += now - t_prev
             t_prev = now
             if recording_ok:
                 self._show(now - start)
             if done or not (recording_ok or self.work.target.command):
                 break  # nothing more can be recorded, and no command of ours to wait for
+            if pausing and recording_ok:
+                t_prev = on_since = self._sit_out(child, duty, end_at)
+                if t_prev is None:
+                    break
         if self.status is not None:
             self.status.clear()
-        return self._finish(writer, start, t_prev, recording_ok)
+        return self._finish(writer, recording_ok)
+
+    def _sit_out(self, child, duty: DutyCycle, end_at: float) -> float | None:
+        """The duty cycle's off part, with the probes detached: sleep (acting on signals) until the
+        next on part, then attach them again and take every baseline, so the next interval holds
+        nothing of the off part. The recorder's own CPU is not re-based: the resume's cost shows
+        in the next interval's recorder_cpu. Returns the on part's start (unix s), or None when
+        the recording ends first; UserError when the probes cannot be attached again."""
+        self._wait(child, min(duty.next_on(time.time()), end_at))
+        if child.poll() is not None or time.time() >= end_at:
+            return None
+        self.source.resume()
+        workload = self._workload_pids()
+        proc = self.procs.sample([p for p in workload if self._is_process(p)])
+        self.threads.rebaseline(workload, proc.thread_stats)
+        self.host.sample()
+        self.gpu.sample()
+        return time.time()
 
     def _show(self, elapsed_s: float) -> None:
         if self.status is None:
@@ -176,7 +208,7 @@ class Recorder:
                  {"workload_cpu_s": self.workload_cpu_s, "processes": len(self.work.seen)})
         self.status.update(elapsed_s, self.total_samples, self.cat_totals, self.lost_total, **extra)
 
-    def _finish(self, writer, start: float, t_end: float, recording_ok: bool) -> RunResult:
+    def _finish(self, writer, recording_ok: bool) -> RunResult:
         """Close the recording and the probes. A command still running (the --duration window
         closed) is left for ``wait_for_command``; attached processes are left as they are."""
         from dpuprof.record.workload.targets import Watched, stop_reason
@@ -192,7 +224,7 @@ class Recorder:
         self.source.close()
         self._remove_perf_maps()
         return RunResult(self.opts.output, command_rc=child.returncode, stop_reason=reason,
-                         seconds=t_end - start, samples=self.total_samples, write_ok=recording_ok,
+                         seconds=self.recorded_s, samples=self.total_samples, write_ok=recording_ok,
                          still_running=child.poll() is None and not isinstance(child, Watched))
 
     def wait_for_command(self) -> int | None:

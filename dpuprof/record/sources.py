@@ -12,7 +12,7 @@ own, so the recording holds only what the recorder samples in both modes (host_c
 thread tables from /proc, gpu): host and per-process CPU splits without categories.
 
 The interface (``load``, ``meta``, ``prime``, ``parents``, ``sched_wait_maps``, ``drain``,
-``close``) is what recorder.py calls; it never asks which mode it has.
+``pause``, ``resume``, ``close``) is what recorder.py calls; it never asks which mode it has.
 """
 
 from __future__ import annotations
@@ -27,6 +27,16 @@ from dpuprof.errors import UserError
 from dpuprof.record.drain.accounting import CpuRow, cpu_category_rows
 from dpuprof.record.stacks.perfmap import ENV as PYTHON_ENV
 from dpuprof.record.stacks.perfmap import python_frames_status
+
+
+#: Maps holding when something still in flight began, per CPU or per request (cpu_sample's last
+#: switch, softirq's entry, block_io's issue): emptied before the probes are attached again after a
+#: pause, or the first event to end would be charged the paused time. The probes treat a missing
+#: start as "began before we attached".
+IN_FLIGHT_MAPS = ("cpu_state", "sirq_start", "blk_start")
+#: Probes whose state follows each thread or process across events (sched_wait's waits, uprobes'
+#: calls and links into each process): a pause would leave it wrong, so --duty refuses them.
+NOT_PAUSABLE = ("sched_wait", "uprobes")
 
 
 @dataclass
@@ -81,6 +91,12 @@ class PsutilSource:
     def drain(self, workload, schedstat_ns, writer) -> Drained:
         return Drained()
 
+    def pause(self) -> None:
+        """Nothing attached, nothing to detach."""
+
+    def resume(self) -> None:
+        """Nothing to attach."""
+
     def close(self) -> None:
         pass
 
@@ -99,6 +115,8 @@ class BpfSource:
         self.uprobes = None  # dpuprof.record.load.uprobes.UprobeSession
         self.softirq = self.block = self.net = self.sock = None
         self.cost = None  # dpuprof.record.drain.cost.ProbeCost
+        self._detached: list = []  # what pause() detached, for resume() (record/load/attach.py)
+        self._detaching = lambda: None  # waits for pause()'s closes
         self.execs = None  # dpuprof.record.drain.execs.ExecWatcher
 
     def check(self) -> None:
@@ -119,6 +137,10 @@ class BpfSource:
         for name in wanted:
             if name not in probemod.PROBE_NAMES:
                 raise UserError(f"unknown probe {name!r}; known: {', '.join(probemod.PROBE_NAMES)}, psutil")
+        paused = [n for n in wanted if n in NOT_PAUSABLE]
+        if self.opts.duty is not None and paused:
+            raise UserError(f"--duty: the probe(s) {', '.join(paused)} cannot be paused (they follow each "
+                            "thread or process across events); leave them out of --probes")
         return wanted + [r for r in probemod.REQUIRED if r not in wanted]
 
     def load(self, work) -> None:
@@ -147,8 +169,7 @@ class BpfSource:
             raise UserError(f"cannot load the core probes ({why}); run: dpuprof doctor")
         self.bpf, self.used, self.unavailable = bpf, used, unavailable
         try:
-            bpf.attach_perf_event(ev_type=bcc.PerfType.SOFTWARE, ev_config=bcc.PerfSWConfig.CPU_CLOCK,
-                                  fn_name="on_sample", sample_freq=self.opts.freq_hz, cpu=-1)
+            self._attach_sampler()
         except Exception as err:
             self.close()
             raise UserError(f"cannot attach the cpu-clock sampler ({err}); run: dpuprof doctor") from None
@@ -174,6 +195,44 @@ class BpfSource:
             from dpuprof.record.load import uprobes
             self.uprobes = uprobes.start(bpf, os.getpid(), codecs=self.opts.codec_uprobes)
             work.also_seed.append((bpf["wl"], 1))  # attached trees are uprobe members too
+
+    def _attach_sampler(self) -> None:
+        """The cpu-clock perf event on every CPU at ``freq_hz``, running ``on_sample``."""
+        from dpuprof.record.load.bcc_loader import import_bcc
+
+        bcc = import_bcc()
+        self.bpf.attach_perf_event(ev_type=bcc.PerfType.SOFTWARE, ev_config=bcc.PerfSWConfig.CPU_CLOCK,
+                                   fn_name="on_sample", sample_freq=self.opts.freq_hz, cpu=-1)
+
+    def pause(self) -> None:
+        """Detach every probe (the duty cycle's off part: no program runs, so they cost nothing);
+        the programs and maps stay loaded with their contents, which the next drain reads."""
+        from dpuprof.record.load import attach
+        from dpuprof.record.load.bcc_loader import import_bcc
+
+        bcc = import_bcc()
+        self.bpf.detach_perf_event(ev_type=bcc.PerfType.SOFTWARE, ev_config=bcc.PerfSWConfig.CPU_CLOCK)
+        self._detached, self._detaching = attach.detach_events(self.bpf)  # closes still waiting: resume, close
+
+    def resume(self) -> None:
+        """Attach what ``pause`` detached, and take every baseline again (``prime``): the next
+        interval starts now. The maps that hold when something in flight began (a CPU's last
+        switch, a softirq's entry, an IO's issue) are emptied first, so that nothing is charged
+        the paused time. UserError (one line) when the kernel refuses an attachment."""
+        from dpuprof.record.load import attach
+
+        self._detaching()
+        for name in IN_FLIGHT_MAPS:
+            try:
+                self.bpf[name].clear()
+            except KeyError:
+                pass  # that probe is not loaded
+        try:
+            attach.reattach_events(self.bpf, self._detached)
+            self._attach_sampler()
+        except Exception as err:  # bcc raises a bare Exception
+            raise UserError(f"cannot attach the probes again after a pause ({err})") from None
+        self.prime()
 
     def meta(self, command, user) -> dict:
         return {"mode": "bpf", "category_split": True, "sample_freq_hz": self.opts.freq_hz,
@@ -243,6 +302,7 @@ class BpfSource:
             self.execs.stop()
             self.execs = None
         if self.bpf is not None:
+            self._detaching()
             self.bpf.cleanup()
             self.bpf = None
         if self.cost is not None:

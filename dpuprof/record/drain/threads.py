@@ -215,6 +215,14 @@ class ThreadRecorder:
         self._forget(alive, bpf_threads, finished, waits)
         return tables, threads
 
+    def rebaseline(self, workload: set[int], thread_stats: dict[int, dict[int, tuple[int, int]]]) -> None:
+        """After a pause (a duty cycle's off part): the live workload threads' /proc readings
+        (ProcessSample.thread_stats) become the baselines, so the next interval holds nothing of
+        the pause; threads gone meanwhile are forgotten (their end fell in the pause). Without the
+        sched_wait probe only: --duty refuses it (record/sources.py NOT_PAUSABLE)."""
+        self.prev_alive = {tid: st for pid, stats in thread_stats.items() if pid in workload
+                           for tid, st in stats.items()}
+
     def _probe_run_delay(self, alive: dict[int, tuple[int, int]],
                          bpf_threads: dict[int, BpfThread]) -> dict[int, tuple[int, int]]:
         """``alive`` with each thread's run-queue delay taken from the probe's counter where the
