@@ -17,14 +17,25 @@ Metrics (each also labelled ``node``):
 - ``dpuprof_net_bytes_total{dev, direction}``, ``dpuprof_net_packets_total{dev, direction}``.
 - ``dpuprof_lost_total{kind}``: data the probes or the recorder lost (recording's ``lost`` table).
 - ``dpuprof_recorded_seconds_total``: wall time covered by committed intervals (rates divide by
-  it to check coverage); ``dpuprof_rotations_total``: recording files completed.
+  it to check coverage; with --duty, times the weight); ``dpuprof_rotations_total``: recording
+  files completed.
 - ``process_cpu_seconds_total`` and the other ``process_*`` metrics of the agent itself
   (prometheus-client's ProcessCollector): the recorder's own CPU and memory.
+- ``dpuprof_duty_weight``: how many seconds of the run each recorded second stands for (below).
+
+Duty cycle (``agent --duty W/P``): the probes record W seconds of every P and are detached in
+between, so the committed intervals cover W/P of the time. Each interval's values are added to
+the ``dpuprof_*_total`` counters (``dpuprof_rotations_total`` aside) times the weight P/W, the
+gauge ``dpuprof_duty_weight`` (1 without --duty): ``rate()`` over a range of whole periods then
+estimates the full-time rate, unbiased, and ``dpuprof_recorded_seconds_total`` advances at about
+1 s per second as without a duty cycle. Over a range shorter than a period, rates jump: the
+counters move in on parts only, P/W times faster. The recordings themselves store the
+unweighted values (recording meta ``duty``; record/duty.py).
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, ProcessCollector, disable_created_metrics
+from prometheus_client import CollectorRegistry, Counter, Gauge, ProcessCollector, disable_created_metrics
 
 from dpuprof.agent.jobs import JobLabels
 
@@ -34,11 +45,13 @@ _JOB = ("job_id", "job_kind")
 
 
 class IntervalMetrics:
-    """The agent's counters in their own registry (``registry``), for ``node``."""
+    """The agent's counters in their own registry (``registry``), for ``node``; each interval's
+    values count ``weight`` times (P/W with --duty W/P, see the module docstring)."""
 
-    def __init__(self, node: str, jobs: JobLabels | None = None, registry: CollectorRegistry | None = None):
+    def __init__(self, node: str, jobs: JobLabels | None = None, registry: CollectorRegistry | None = None,
+                 weight: float = 1.0):
         disable_created_metrics()  # no *_created series: they double /metrics and no query here needs them
-        self.node = node
+        self.node, self.weight = node, float(weight)
         self.jobs = jobs or JobLabels()
         self.registry = registry or CollectorRegistry()
         self.series: dict = {}  # Job -> {(counter, label values)} of its series
@@ -63,29 +76,32 @@ class IntervalMetrics:
         self.rotations = counter("dpuprof_rotations", "Recording files completed", ())
         self.recorded.labels(node=node)  # present from the first scrape, at 0
         self.rotations.labels(node=node)
+        Gauge("dpuprof_duty_weight", "Seconds of the run each recorded second stands for (--duty W/P: P/W)",
+              n, registry=r).labels(node).set(self.weight)
 
     def add(self, t0: float, t1: float, tables: dict, processes=()) -> None:
-        """Add one committed interval [t0, t1): ``tables`` as RecordingWriter.write_interval takes
-        them, ``processes`` its process rows (pid first, cgroup ninth when present)."""
+        """Add one committed interval [t0, t1) (unix s), each value times ``weight``: ``tables`` as
+        RecordingWriter.write_interval takes them (seconds, bytes, counts), ``processes`` its
+        process rows (pid first, cgroup ninth when present)."""
         for row in processes:
             self.jobs.note(row[0], row[8] if len(row) > 8 else None)
-        node = self.node
+        node, w = self.node, self.weight
         for pid, cat, sub, _samples, cpu_s in tables.get("cpu_category") or ():
             if cpu_s > 0:
-                self._job_series(self.cpu, pid, cat, sub).inc(cpu_s)
+                self._job_series(self.cpu, pid, cat, sub).inc(cpu_s * w)
         for pid, proto, direction, nbytes, calls in tables.get("sock_io") or ():
-            self._job_series(self.sock_bytes, pid, proto, direction).inc(nbytes)
-            self._job_series(self.sock_calls, pid, proto, direction).inc(calls)
+            self._job_series(self.sock_bytes, pid, proto, direction).inc(nbytes * w)
+            self._job_series(self.sock_calls, pid, proto, direction).inc(calls * w)
         for dev, op, nbytes, ios in tables.get("block_io") or ():
-            self.block_bytes.labels(dev, op, node).inc(nbytes)
-            self.block_ios.labels(dev, op, node).inc(ios)
+            self.block_bytes.labels(dev, op, node).inc(nbytes * w)
+            self.block_ios.labels(dev, op, node).inc(ios * w)
         for dev, direction, nbytes, packets in tables.get("net_io") or ():
-            self.net_bytes.labels(dev, direction, node).inc(nbytes)
-            self.net_packets.labels(dev, direction, node).inc(packets)
+            self.net_bytes.labels(dev, direction, node).inc(nbytes * w)
+            self.net_packets.labels(dev, direction, node).inc(packets * w)
         for kind, count in tables.get("lost") or ():
             if count > 0:
-                self.lost.labels(kind, node).inc(count)
-        self.recorded.labels(node).inc(max(0.0, t1 - t0))
+                self.lost.labels(kind, node).inc(count * w)
+        self.recorded.labels(node).inc(max(0.0, t1 - t0) * w)
 
     def _job_series(self, counter: Counter, pid: int, *labels: str):
         """``counter``'s child for ``labels`` and ``pid``'s job, remembered under that job so that

@@ -40,6 +40,7 @@ class AgentOptions:
     project: list[str] = field(default_factory=list)  # DPU profiles projected at each rotation (projecting.py)
     push: str | None = None  # the Pyroscope-compatible ingest URL (parse_push_url) each rotation is pushed to
     node: str = field(default_factory=socket.gethostname)
+    duty: tuple[float, float] | None = None  # (on_s, period_s): record on_s of every period_s; None: always
 
 
 def parse_duration(text: str, option: str = "--rotate") -> float:
@@ -48,6 +49,18 @@ def parse_duration(text: str, option: str = "--rotate") -> float:
     if not m or float(m.group(1)) <= 0:
         raise UserError(f"{option}: expected a duration such as 30s, 10m or 1h, got {text!r}")
     return float(m.group(1)) * _UNITS_S[m.group(2)]
+
+
+def parse_duty(text: str) -> tuple[float, float]:
+    """``"10s/60s"`` -> (10.0, 60.0): record W of every P, two durations as ``parse_duration``
+    reads them, W shorter than P."""
+    on, sep, period = text.partition("/")
+    if not sep:
+        raise UserError(f"--duty: expected W/P, two durations such as 10s/60s, got {text!r}")
+    on_s, period_s = parse_duration(on, "--duty"), parse_duration(period, "--duty")
+    if on_s >= period_s:
+        raise UserError(f"--duty: the recorded part must be shorter than the period, got {text!r}")
+    return on_s, period_s
 
 
 def parse_size(text: str, option: str = "--rotate-size") -> int:

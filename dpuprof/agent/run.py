@@ -70,7 +70,7 @@ def recorder_options(opts: AgentOptions):
 
     return Options(command=[], output=opts.directory, freq_hz=opts.freq_hz, interval_s=opts.interval_s,
                    probes=list(opts.probes) or light_probes(PROBE_NAMES), quiet=True, as_root=True,
-                   target=Target(system_wide=True, duration_s=opts.duration_s))
+                   target=Target(system_wide=True, duration_s=opts.duration_s), duty=opts.duty)
 
 
 def run_agent(opts: AgentOptions, on_error: Callable[[str], None], on_ready: Callable[[str], None] | None = None,
@@ -85,7 +85,7 @@ def run_agent(opts: AgentOptions, on_error: Callable[[str], None], on_ready: Cal
     make_source(rec_opts).check()  # privileges, bcc, host PID namespace: one line before anything starts
     from dpuprof.agent.metrics import IntervalMetrics
 
-    metrics = metrics or IntervalMetrics(opts.node)
+    metrics = metrics or IntervalMetrics(opts.node, weight=opts.duty[1] / opts.duty[0] if opts.duty else 1.0)
     worker = rotation_worker(opts, metrics, on_error)  # a bad --project profile: UserError now
 
     def rotated(path, pids):

@@ -14,6 +14,7 @@ What /metrics holds (every series is labelled node=HOSTNAME):
   dpuprof_net_bytes_total, dpuprof_net_packets_total{dev,direction}
   dpuprof_lost_total{kind}, dpuprof_recorded_seconds_total, dpuprof_rotations_total
   process_cpu_seconds_total, process_resident_memory_bytes, ...  the agent's own cost
+  dpuprof_duty_weight  seconds of the run each recorded second stands for (--duty W/P: P/W, else 1)
   with --project: dpuprof_projected_freed_cores{dpu,job_id,job_kind} and
   dpuprof_projected_speedup{dpu,bound=low|expected|high,job_id,job_kind} of the last completed file
   with --push: dpuprof_pushed_profiles_total, dpuprof_push_failures_total{reason}
@@ -38,12 +39,21 @@ the default, as record --light's: -F 19 and every probe but the per-thread waits
 and uprobes; the agent drains every --interval (1 s) for fresh /metrics.
 
 \b
+Duty cycle: --duty W/P records W of every P seconds (10s/60s: a sixth) and detaches every probe
+in between, so the host's events run no dpuprof program then. The recordings hold the on parts
+only (their intervals leave gaps; meta duty = {on_s, period_s}): report's shares and rates are
+per recorded second, as before. /metrics adds each recorded interval times P/W
+(dpuprof_duty_weight), so rate() over whole periods (a range of P or more) estimates the
+full-time rate; the agent's own process_* metrics are not weighted.
+
+\b
 Examples:
   sudo dpuprof agent                                    # /var/lib/dpuprof, 10-minute files, :9477
   sudo dpuprof agent -D /var/tmp/dpuprof --rotate 1m --keep 60
   sudo dpuprof agent --rotate 1h --rotate-size 256M --listen 0.0.0.0:9477
   sudo dpuprof agent --project bluefield-3,connectx-7     # projected offload per job, each rotation
   sudo dpuprof agent --push http://pyroscope:4040         # each job's flame graph, each rotation
+  sudo dpuprof agent --duty 10s/60s                      # record 10 s of every minute
   curl -s 127.0.0.1:9477/metrics | grep dpuprof_cpu_seconds_total
   dpuprof report "$(ls /var/lib/dpuprof/*.rec | tail -n 2 | head -n 1)"   # the last complete file
 """
@@ -74,9 +84,12 @@ Examples:
               help="At each rotation, POST each job's CPU profile (pprof) of the completed file to this "
                    "Pyroscope-compatible server's /ingest (e.g. http://pyroscope:4040), as "
                    "dpuprof.cpu{job_id,job_kind,node}. A failed push is one line and a count; recording goes on.")
+@click.option("--duty", "duty", metavar="W/P",
+              help="Record W of every P (10s/60s), the probes detached in between; /metrics weights "
+                   "what is recorded by P/W. Default: always on.")
 @click.option("-d", "--duration", "duration_s", type=click.FloatRange(0.1, None), metavar="SECONDS",
               help="Stop after SECONDS (default: run until SIGTERM or SIGINT).")
-def agent(directory, rotate, rotate_size, keep, listen, freq_hz, interval_s, probes, project, push, duration_s):
+def agent(directory, rotate, rotate_size, keep, listen, freq_hz, interval_s, probes, project, push, duty, duration_s):
     """Record the whole host until SIGTERM or SIGINT: CPU by category (network, storage, crypto,
     compression, compute, kernel_other) attributed to jobs by cgroup, in rotating recordings, and
     as Prometheus counters at /metrics.
@@ -89,7 +102,7 @@ def agent(directory, rotate, rotate_size, keep, listen, freq_hz, interval_s, pro
     from dpuprof.record.workload.child import block_signals
 
     block_signals()  # before the /metrics thread starts, so it inherits the mask: the recorder takes them
-    from dpuprof.agent.options import AgentOptions, parse_duration, parse_listen, parse_push_url, parse_size
+    from dpuprof.agent.options import AgentOptions, parse_duration, parse_duty, parse_listen, parse_push_url, parse_size
     from dpuprof.agent.run import run_agent
     from dpuprof.errors import UserError
 
@@ -104,7 +117,8 @@ def agent(directory, rotate, rotate_size, keep, listen, freq_hz, interval_s, pro
                         listen=parse_listen(listen), freq_hz=freq_hz, interval_s=interval_s,
                         probes=[] if names == ["light"] else _all_or(names), duration_s=duration_s,
                         project=[p.strip() for p in (project or "").split(",") if p.strip()],
-                        push=parse_push_url(push) if push is not None else None)
+                        push=parse_push_url(push) if push is not None else None,
+                        duty=parse_duty(duty) if duty else None)
     res = run_agent(opts, on_error=_error, on_ready=lambda line: click.echo(f"dpuprof agent: {line}", err=True))
     click.echo(f"dpuprof agent: recorded {res.seconds:.1f} s; {len(res.files)} file(s) kept in {directory}",
                err=True)
