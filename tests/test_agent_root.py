@@ -2,7 +2,8 @@
 its own shaped like a Slurm job's (``.../job_N``); /metrics, scraped over HTTP on 127.0.0.1, must
 carry its CPU under job_id=N, job_kind=slurm, and ``--push`` must POST its profile to a local
 /ingest; the rotating files must cover the run with no interval missing; and ``kill -9`` must lose
-at most the interval being recorded."""
+at most the interval being recorded. With ``--duty`` the files hold the on parts only, no dpuprof
+program runs in the off parts, and /metrics' weighted counters give a busy loop's true CPU rate."""
 
 from __future__ import annotations
 
@@ -347,3 +348,110 @@ def test_prometheus_rates_a_jobs_categories_as_the_recording_does(tmp_path, slur
         got, want = by_cat.get(cat, 0.0), recorded.get(cat, 0.0)
         # 2 % of the category, with a floor of 0.1 % of the job's rate for categories of a few samples
         assert abs(got - want) <= max(0.02 * want, 0.001 * job_rate), (cat, got, want, by_cat, recorded)
+
+
+def _prog_runs(pid: int) -> int:
+    """Runs so far of every BPF program process ``pid`` holds, summed: each program's fdinfo
+    ``run_cnt``, which counts while BPF run-time statistics are on (the recorder turns them on)."""
+    total = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") != "anon_inode:bpf-prog":
+                continue
+            with open(f"/proc/{pid}/fdinfo/{fd}") as fh:
+                total += sum(int(line.split()[1]) for line in fh if line.startswith("run_cnt:"))
+        except (OSError, ValueError):
+            continue  # closed meanwhile
+    return total
+
+
+def _on_cpu_s(pid: int) -> float:
+    """The scheduler's on-CPU time of process ``pid`` (one thread), in seconds."""
+    with open(f"/proc/{pid}/schedstat") as fh:
+        return int(fh.read().split()[0]) / 1e9
+
+
+def _on_parts(rec) -> list[list[float]]:
+    """[[start, end]] of each run of back-to-back intervals (unix s)."""
+    parts: list[list[float]] = []
+    for t0, t1 in rec.table("intervals").sort_values("t_start")[["t_start", "t_end"]].itertuples(index=False):
+        if parts and t0 == parts[-1][1]:
+            parts[-1][1] = t1
+        else:
+            parts.append([t0, t1])
+    return parts
+
+
+def _run_busy_loop_under_duty(tmp_path: Path, group_dir: str):
+    """A busy loop in ``group_dir`` while ``agent --duty 1s/3s -d 7`` runs: (the recording, every
+    poll (time before, time after, the agent's BPF program runs, the loop's CPU s) taken about
+    every 0.1 s, the last /metrics scraped)."""
+    def into_group():
+        with open(os.path.join(group_dir, "cgroup.procs"), "w") as fh:
+            fh.write(str(os.getpid()))
+
+    loop = subprocess.Popen([PYTHON, "-c", "while True: pass"], preexec_fn=into_group)
+    port, out = _free_port(), tmp_path / "recs"
+    agent = _start_agent(out, port, "1h", "--duty", "1s/3s", "-d", "7", "--interval", "0.5")
+    polls, scraped = [], []
+    try:
+        deadline = time.time() + STARTUP_S + 30
+        while agent.poll() is None and time.time() < deadline:
+            t0 = time.time()
+            runs, cpu = _prog_runs(agent.pid), _on_cpu_s(loop.pid)
+            polls.append((t0, time.time(), runs, cpu))
+            if len(polls) % 4 == 0:
+                try:
+                    scraped = _scrape(port)
+                except OSError:
+                    pass  # not listening yet, or gone
+            time.sleep(0.1)
+        assert agent.wait(timeout=60) == 0, agent.stderr.read()
+    finally:
+        for proc in (agent, loop):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    (rec,) = _recordings(out)
+    return rec, polls, scraped
+
+
+def test_duty_cycle_records_on_parts_only_and_detaches_the_probes_between(tmp_path, slurm_like_cgroup):
+    group_dir, group, job = slurm_like_cgroup
+    rec, polls, scraped = _run_busy_loop_under_duty(tmp_path, group_dir)
+    start = rec.meta["start_time"]
+    assert rec.complete and rec.meta["duty"] == {"on_s": 1.0, "period_s": 3.0}
+    assert rec.meta["probe_cost"] == "measured", rec.meta["probe_cost"]  # else run_cnt stays 0
+    parts = _on_parts(rec)
+    assert len(parts) == 3, parts  # the periods at 0, 3 and 6 s of the 7
+    for k, (t_on, t_off) in enumerate(parts):
+        assert start + 3 * k <= t_on < start + 3 * k + 0.5, (k, t_on - start)  # re-attached at its period
+        assert t_off - t_on == pytest.approx(min(1.0, start + 7.0 - t_on), abs=0.1), (k, t_on - start, t_off - start)
+    assert rec.duration_s == pytest.approx(sum(b - a for a, b in parts))  # the gaps are not recorded time
+    assert rec.duration_s / (rec.meta["end_time"] - start) == pytest.approx(3 / 7, abs=0.05)
+
+    # Off parts: from 0.3 s after the pause (the detach's grace periods) to the next period's start
+    # (the earliest re-attach), no dpuprof program ran at all; in each on part they ran.
+    still = 0
+    for (a0, _a1, runs_a, _), (_b0, b1, runs_b, _) in zip(polls, polls[1:]):
+        for (_on, off), (nxt, _) in zip(parts, parts[1:]):
+            if a0 >= off + 0.3 and b1 <= start + 3 * round((nxt - start) / 3):
+                assert runs_b == runs_a, (a0 - start, b1 - start, runs_b - runs_a)
+                still += 1
+    assert still >= 10, still  # two off parts of ~1.7 s each, polled every ~0.1 s
+    for t_on, t_off in parts:
+        inside = [runs for a0, a1, runs, _ in polls if t_on <= a0 and a1 <= t_off]
+        assert len(inside) >= 2 and inside[-1] > inside[0], (t_on - start, inside)
+
+    # /metrics: each on interval counted 3 times, so the loop's CPU per second is its true rate.
+    assert _value(scraped, "dpuprof_duty_weight") == 3.0
+    job_cpu = sum(v for n, labels, v in scraped if n == "dpuprof_cpu_seconds_total" and labels["job_id"] == job)
+    recorded = _value(scraped, "dpuprof_recorded_seconds_total")
+    procs, cpu = rec.table("processes"), rec.table("cpu_category")
+    in_file = float(cpu.loc[cpu["pid"].isin(procs.loc[procs["cgroup"] == group, "pid"]), "cpu_s"].sum())
+    assert in_file - 0.6 <= job_cpu / 3 <= in_file + 1e-6, (job_cpu, in_file)  # the last scrape may miss one interval
+    assert 0 < recorded / 3 <= rec.duration_s + 1e-6
+    during = [(a0, cpu_s) for a0, _a1, _r, cpu_s in polls if start <= a0 <= rec.meta["end_time"]]
+    truth = (during[-1][1] - during[0][1]) / (during[-1][0] - during[0][0])  # the loop's CPU rate, whole run
+    assert truth > 0.2, truth
+    assert 0.7 * truth <= job_cpu / recorded <= 1.3 * truth + 0.05, (job_cpu / recorded, truth)

@@ -212,6 +212,25 @@ def test_report_rates_of_a_gapped_recording_are_per_recorded_second(tmp_path):
     assert nodes["cores_for_ai_pct"].tolist() == pytest.approx([100.0, 100.0])  # no infrastructure CPU
 
 
+def test_rotated_files_of_a_duty_cycle_still_follow_each_other(tmp_path):
+    from dpuprof.agent.rotate import RotatingWriter
+
+    duty = {"on_s": 1.0, "period_s": 3.0}
+    w = RotatingWriter(tmp_path, "node", {"command": [], "interval_s": 0.5, "duty": duty}, rotate_s=5, keep=10,
+                       now=lambda: 1000.0)
+    w.set_meta(start_time=1000.0)
+    for i in range(8):  # on parts [1000 + 3k, 1001 + 3k), two intervals each
+        t = 1000.0 + 3 * (i // 2) + 0.5 * (i % 2)
+        w.write_interval(i, t, t + 0.5, {"cpu_category": [(5, "compute", "compute.other", 1, 0.5)]},
+                         processes=[(5, 1, "x", "", 1, t, t + 0.5, None, "/a.service")] if i == 0 else [])
+    w.close(end_time=1011.0)
+    recs = [load(f) for f in sorted(tmp_path.glob("node-*.rec"))]
+    assert len(recs) == 2 and all(r.complete and r.meta["duty"] == duty for r in recs)
+    a, b = recs  # the second file starts where the first ended: at its first interval, after a gap
+    assert a.meta["end_time"] == b.meta["start_time"] == b.table("intervals")["t_start"].min() == 1006.0
+    assert [r.duration_s for r in recs] == [2.0, 2.0]
+
+
 def test_a_bad_duty_in_a_file_is_one_line(tmp_path):
     w = RecordingWriter(tmp_path / "bad.rec", {"command": [], "duty": {"on_s": 5, "period_s": 1}})
     w.write_interval(0, 1.0, 2.0, {})

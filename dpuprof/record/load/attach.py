@@ -55,7 +55,7 @@ def detach_events(bpf) -> tuple[list[tuple[bool, bytes, bytes]], Callable[[], No
     ``reattach_events`` needs, [(raw, key, function)]; a function that waits for the closes).
 
     Why not wait here: a close takes its program off the event first, then waits for grace
-    periods (50-100 ms for the light probe set's closes together, on the 2-vCPU development VM);
+    periods (40-100 ms for the light probe set's closes together, on the 2-vCPU development VM);
     the caller reads the clock, /proc and the maps meanwhile, so the interval ends when the probes
     stopped, not a tenth of a second later (the /proc CPU times would then run past its end).
     Raises RuntimeError, detaching nothing, when an attachment's function is not one of
