@@ -62,7 +62,10 @@ def test_agent_help_says_how_duty_weights_metrics():
 def test_schedule_keeps_to_its_grid_and_every_on_part_lasts_w():
     d = DutyCycle(1.0, 3.0, start=100.0)
     assert d.weight == 3.0
-    assert d.off_at(100.0) == 101.0 and d.off_at(103.08) == pytest.approx(104.08)  # W after a late start
+    assert d.off_at(100.0) == 101.0
+    assert d.off_at(103.08, 1.0, 1) == pytest.approx(104.08)  # W after a late start
+    assert d.off_at(103.05, 1.3, 1) == pytest.approx(103.75)  # the last part ran 0.3 s long: made up
+    assert d.off_at(103.05, 2.5, 1) == 103.05  # more than a whole part: this one records nothing
     assert d.next_on(101.0) == 103.0 and d.next_on(104.2) == 106.0
     assert d.next_on(103.0 - 1e-12) == 106.0  # a deadline read back a hair early is still that period's
     for on, period in ((0.0, 1.0), (2.0, 2.0), (3.0, 1.0)):

@@ -43,12 +43,15 @@ class DutyCycle:
         # can land a rounding error below the boundary it was computed for.
         return math.floor((t - self.start) / self.period_s + 1e-9)
 
-    def off_at(self, on_since: float) -> float:
-        """Unix s at which the on part that began at ``on_since`` ends: ``on_s`` later, however
-        late in its period it began (attaching the probes again and taking the baselines takes
-        30-120 ms on the 2-vCPU development VM), so every on part records ``on_s`` and each
-        recorded second stands for ``weight`` seconds of the run; the off part is that much shorter."""
-        return on_since + self.on_s
+    def off_at(self, on_since: float, recorded_s: float = 0.0, parts: int = 0) -> float:
+        """Unix s at which the on part that began at ``on_since`` ends: when the recording will
+        hold ``parts + 1`` times ``on_s``, given ``recorded_s`` seconds recorded by the ``parts``
+        on parts before it. So every on part records ``on_s`` from when it began, however late in
+        its period (attaching the probes again and taking the baselines took 30-120 ms on the
+        2-vCPU development VM), and one that ran long (an interval's drain that ended past its
+        time: 0.9 s once, the first drain on a loaded machine) is made up by the next: the recorded
+        time stays within one drain of ``on_s`` per period, and ``weight`` stays right."""
+        return on_since + max(0.0, (parts + 1) * self.on_s - recorded_s)
 
     def next_on(self, t: float) -> float:
         """Unix s at which the period after the one holding ``t`` begins (its on part)."""

@@ -156,14 +156,13 @@ class Recorder:
         if not self.work.target.command:  # processes that ran before: their CPU counts from now
             self.procs.sample(self._workload_pids())
         recording_ok = self._guard_write(lambda: writer.set_meta(start_time=start, root_pid=self.work.root_pid))
-        t_prev = on_since = start
-        self.recorded_s = 0.0
+        t_prev, self.recorded_s, parts = start, 0.0, 0
         end_at = start + opts.target.duration_s if opts.target and opts.target.duration_s else float("inf")
         duty = DutyCycle(*opts.duty, start=start) if opts.duty else None
+        off_at = duty.off_at(start) if duty is not None else float("inf")
         while True:
-            off_at = duty.off_at(on_since) if duty is not None and recording_ok else float("inf")
-            self._wait(child, min(t_prev + opts.interval_s, end_at, off_at))
-            pausing = time.time() >= off_at
+            self._wait(child, min(t_prev + opts.interval_s, end_at, off_at if recording_ok else end_at))
+            pausing = recording_ok and time.time() >= off_at
             if pausing:
                 self.source.pause()  # before the clock is read: what the maps hold is this on part's
             now = time.time()
@@ -177,9 +176,11 @@ class Recorder:
             if done or not (recording_ok or self.work.target.command):
                 break  # nothing more can be recorded, and no command of ours to wait for
             if pausing and recording_ok:
-                t_prev = on_since = self._sit_out(child, duty, end_at)
+                parts += 1
+                t_prev = self._sit_out(child, duty, end_at)
                 if t_prev is None:
                     break
+                off_at = duty.off_at(t_prev, self.recorded_s, parts)
         if self.status is not None:
             self.status.clear()
         return self._finish(writer, recording_ok)
