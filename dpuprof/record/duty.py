@@ -2,10 +2,9 @@
 
 Periods are counted from the recording's start, so the schedule never drifts: period k is
 [start + k P, start + (k+1) P), its on part the first ``W`` seconds of it (from when the probes are
-attached again: ``off_at``). In the off part the
-recorder detaches every probe (record/sources.py ``pause``): nothing runs on the host's events,
-and nothing is recorded; the intervals of the recording cover the on parts only, and the
-metadata ``duty`` ({on_s, period_s}) says so. Each recorded second then stands for ``P / W``
+attached again: ``off_at``). In the off part the recorder detaches every probe (record/sources.py
+``pause``): nothing runs on the host's events, and nothing is recorded; the intervals of the
+recording cover the on parts only, and the metadata ``duty`` ({on_s, period_s}) says so. Each recorded second then stands for ``P / W``
 seconds of the run (``weight``): a rate over recorded time (CPU seconds per recorded second, a
 share) estimates the whole run's as it is, and a total times the weight estimates the whole run's
 total (Google-Wide Profiling's sampling of time windows, for the lowest cost).
