@@ -4,7 +4,11 @@ cells, two interleaved pairs each (the harness's own --quick has three; two keep
 to end and writes complete results, and nothing inside the repository. No timing is asserted: the
 speedups measured here depend on what else the machine runs (two pairs on 2 noisy cores once read
 1.153 against a bound of 1.15), so they are the full run's job, on a quiet machine
-(benchmarks/VALIDATION.md), not the suite's."""
+(benchmarks/VALIDATION.md), not the suite's.
+
+A benchmark run (minutes of timed trainings): marked ``benchmark``, so the default run leaves it out
+and CI runs it once in its second step, ``python3 -m pytest -q -m benchmark``; the projection and
+the harness's own parts are unit-tested in tests/test_validate_units.py."""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ import pytest
 
 from conftest import PYTHON, REPO
 
-pytestmark = [pytest.mark.root, pytest.mark.slow]
+pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.benchmark]
 
 
 def _repo_state() -> set[str]:
