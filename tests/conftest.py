@@ -109,6 +109,29 @@ def fixture_copy(tmp_path_factory):
     return copy
 
 
+@pytest.fixture(scope="session")
+def recorded(tmp_path_factory):
+    """``recorded(*cmd, freq=499)`` -> (path, CompletedProcess) of ``dpuprof record -q -F FREQ -o
+    PATH -- CMD``, which must exit 0.
+
+    Each (cmd, freq) is recorded once per session and shared by every test that asks for it (each
+    recorder start costs seconds of probe compile, and a workload seconds more): treat the file as
+    read-only, and copy it (``shutil.copyfile`` into ``tmp_path``) to change it or write beside it.
+    """
+    runs: dict[tuple, tuple[Path, subprocess.CompletedProcess]] = {}
+
+    def record(*cmd, freq=499):
+        key = (tuple(map(str, cmd)), int(freq))
+        if key not in runs:
+            out = tmp_path_factory.mktemp("recorded") / "run.rec"
+            proc = dpuprof("record", "-q", "-F", freq, "-o", out, "--", *cmd, timeout=180)
+            assert proc.returncode == 0, proc.stderr
+            runs[key] = out, proc
+        return runs[key]
+
+    return record
+
+
 def _root_and_bcc() -> str | None:
     if os.geteuid() != 0:
         return "needs root"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import PYTHON, WORKLOADS, dpuprof
+from conftest import PYTHON, WORKLOADS
 from dpuprof.categories import OBSERVER
 from dpuprof.recording import load
 
@@ -20,11 +20,9 @@ BPF_FRAMES = ("bpf_prog_", "bpf_trace_run")
 
 
 @pytest.fixture(scope="module")
-def flood(tmp_path_factory):
-    out = tmp_path_factory.mktemp("observer") / "flood.rec"
-    proc = dpuprof("record", "-q", "-F", 499, "-o", out, "--", PYTHON, WORKLOADS / "tcp_loopback.py", "3",
-                   timeout=180)
-    assert proc.returncode == 0, proc.stderr
+def flood(recorded):
+    # The same run as tests/test_record_root.py's tcp_loopback case: recorded once per session.
+    out, _ = recorded(PYTHON, WORKLOADS / "tcp_loopback.py", "3", freq=499)
     return load(out)
 
 

@@ -23,13 +23,6 @@ pytestmark = pytest.mark.root
 FREQ = 499  # more samples per second of workload than the 99 Hz default: tighter shares
 
 
-def _record(tmp_path, name, *cmd, freq=FREQ):
-    out = tmp_path / f"{name}.rec"
-    proc = dpuprof("record", "-q", "-F", freq, "-o", out, "--", *cmd, timeout=180)
-    assert proc.returncode == 0, proc.stderr
-    return out, summary_of(out), last_json_line(proc.stdout)
-
-
 @pytest.fixture(scope="module")
 def direct_file(tmp_path_factory):
     # On the root filesystem (not tmpfs), written before recording so setup is not measured.
@@ -49,16 +42,14 @@ CASES = {
 
 
 @pytest.fixture(scope="module")
-def case_run(tmp_path_factory, direct_file):
+def case_run(recorded, direct_file):
     """``case_run(name)`` -> (path, summary, the workload's own JSON) of CASES[name], recorded once
-    per module: test_counts_bytes_and_ios checks the odirect_read and tcp_loopback runs' counters,
+    per session (conftest's ``recorded``; tests/test_observer_root.py reads the same tcp_loopback
+    run): test_counts_bytes_and_ios checks the odirect_read and tcp_loopback runs' counters,
     test_single_purpose_workload their categories (treat the recordings as read-only)."""
-    runs: dict[str, tuple] = {}
-
     def run(name):
-        if name not in runs:
-            runs[name] = _record(tmp_path_factory.mktemp(name), name, PYTHON, *CASES[name][2](direct_file))
-        return runs[name]
+        out, proc = recorded(PYTHON, *CASES[name][2](direct_file), freq=FREQ)
+        return out, summary_of(out), last_json_line(proc.stdout)
 
     return run
 
