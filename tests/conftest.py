@@ -141,9 +141,10 @@ def _root_and_bcc() -> str | None:
     return None if ok else why
 
 
-# The suite runs on two pytest-xdist workers (pyproject addopts: -n 2 --dist loadgroup). Each
-# test file is one group, so its module fixtures run once; these files, the two that run whole
-# benchmark harnesses for minutes, share one group, so they never load the machine together.
+# Where the suite runs on two pytest-xdist workers (-n 2 --dist loadgroup; pyproject.toml says why
+# it does not by default), each test file is one group, so its module fixtures run once; these
+# files, the two that run whole benchmark harnesses for minutes (-m benchmark), share one group,
+# so they never load the machine together.
 HEAVY_FILES = ("test_benchmarks_quick.py", "test_validate_quick.py")
 
 
