@@ -13,7 +13,7 @@ from dpuprof.cli.doctor import doctor
 from dpuprof.cli.project import project
 from dpuprof.cli.record import record
 from dpuprof.cli.report import report
-from dpuprof.errors import UserError
+from dpuprof.errors import UserError, exit_interrupted
 
 # click >= 8.2 raises this for a bare `dpuprof`; it shows the help, not an error line.
 _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
@@ -76,6 +76,5 @@ def main(argv=None) -> None:
     except BrokenPipeError:
         sys.exit(141)
     except KeyboardInterrupt:
-        from dpuprof.__main__ import interrupted
-        interrupted()
+        exit_interrupted()
     sys.exit(0)
