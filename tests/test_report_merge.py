@@ -215,9 +215,9 @@ def test_projection_per_node_and_for_the_job(src, tmp_path):
     jp = total.job.job_projection
     want = min(pa["speedup"]["expected"], pb["speedup"]["expected"])
     assert jp["speedup"]["expected"] == pytest.approx(want)
-    assert total.projection["speedup"]["expected"] == pytest.approx(want)
-    for cat, row in total.projection["by_category"].items():
-        assert row["freed_s"] == pytest.approx(pa["by_category"][cat]["freed_s"] + pb["by_category"][cat]["freed_s"],
+    assert total.projection.speedup.expected == pytest.approx(want)
+    for cat, row in total.projection.by_category.items():
+        assert row.freed_s == pytest.approx(pa["by_category"][cat]["freed_s"] + pb["by_category"][cat]["freed_s"],
                                                abs=1e-5)
 
 

@@ -485,10 +485,10 @@ def test_merge_sums_projections_and_takes_the_slowest_speedup(synth, tmp_path):
     other.with_name("node2.proj.json").write_text(json.dumps(proj2))
     total = build_report([synth, other], mode="merge").total
     p = total.projection
-    assert p["speedup"]["expected"] == 1.02
-    assert p["by_category"]["network"]["freed_s"] == pytest.approx(
+    assert p.speedup.expected == 1.02 and p.speedup.regime is None  # no one regime for the job
+    assert p.by_category["network"].freed_s == pytest.approx(
         proj["by_category"]["network"]["freed_s"] + proj2["by_category"]["network"]["freed_s"])
-    assert {r["node"] for r in p["rows"]} == {"run", "node2"}
+    assert {r.node for r in p.rows} == {"run", "node2"}
 
 
 def test_two_nodes_of_one_job_merge_automatically(tmp_path):
@@ -584,7 +584,7 @@ def test_projection_is_found_in_the_current_directory_when_it_is_this_recordings
     assert sorted(p.name for p in work.iterdir()) == ["dpuprof.proj.json"] and not (runs / "dpuprof.proj.json").exists()
     monkeypatch.chdir(work)
     proj, warns = projection.load(rec)
-    assert proj == json.loads(res.stdout) and warns == []
+    assert proj.as_json() == json.loads(res.stdout) and warns == []
     # Another run's recording with the same default name: the file here is not its projection.
     other = elsewhere / "dpuprof.rec"
     make_recording(other, seed=3)
@@ -593,7 +593,7 @@ def test_projection_is_found_in_the_current_directory_when_it_is_this_recordings
     # ... and one beside that recording is used for it, without a word about the other file.
     make_projection(other)
     proj, warns = projection.load(other)
-    assert proj is not None and proj["recording_sha256"] != json.loads(res.stdout)["recording_sha256"]
+    assert proj is not None and proj.recording_sha256 != json.loads(res.stdout)["recording_sha256"]
     assert not any("another recording" in w for w in warns)
     # From the recording's own folder the two rules name one file.
     monkeypatch.chdir(elsewhere)

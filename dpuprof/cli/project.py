@@ -88,15 +88,14 @@ def project(recording, dpu, fmt, output, nodes, gpus_per_node, sweep_spec, set_s
     inp = from_recording(load(path))
     proj = build_projection(inp, profile, nodes=nodes, gpus_per_node=gpus_per_node or 1, mode=mode,
                             only=only_cats, window=window)
-    if sweep_args:
-        proj["sweep"] = sweep_mod.sweep(inp, profile, *sweep_args, mode=mode, only=only_cats, window=window)
-    proj["set"] = list(set_specs) or None
-    typed = store.stamp(proj, path, label=str(recording) if recording else str(path))
-    proj = typed.as_json()
+    sweep = sweep_mod.sweep(inp, profile, *sweep_args, mode=mode, only=only_cats, window=window) \
+        if sweep_args else None
+    typed = store.stamp(proj, path, label=str(recording) if recording else str(path), sweep=sweep,
+                        set=list(set_specs) or None)
     stored = _store(store, typed, path, output)
 
     if fmt == "json":
-        echo_json(proj)
+        echo_json(typed.as_json())
         if stored:
             click.echo(f"dpuprof: projection stored in {stored}", err=True)
         return

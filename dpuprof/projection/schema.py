@@ -80,19 +80,74 @@ class Window(_Obj):
 
 
 class Speedup(_Obj):
-    """Job speedup: ``low <= expected <= high`` (None: unbounded) and how it was found."""
+    """Job speedup: ``low <= expected <= high`` (None: unbounded) and how it was found. ``regime``
+    None: no single regime (a job's speedup, the minimum over its nodes)."""
 
     low: float | None = 1.0
     expected: float | None = None
     high: float | None = None
     pays: bool = False
-    regime: str = "unknown"
+    regime: str | None = "unknown"
     regime_why: str = ""
     contention_proxy: float | None = None
     window: Window | None = None
     bounds: dict | None = None
     evidence: dict | None = None
     assumptions: list[str] = Field(default_factory=list)
+
+
+class Dpu(_Obj):
+    """The DPU profile projected on (its whole TOML, as ``Profile.as_dict``); the report draws the
+    name and description."""
+
+    name: str | None = None
+    file: str | None = None
+    description: str = ""
+
+
+class Allreduce(_Obj):
+    """All-reduce per operation at ``nodes`` x ``gpus_per_node`` ranks (``--nodes``), modelled
+    (dpuprof/project/allreduce.py; fields in the order it writes them, so a file reads back the same).
+    A field an older file lacks is None."""
+
+    nodes: int
+    gpus_per_node: int = 1
+    ranks: int | None = None
+    recorded_ranks: int | None = None
+    method: str = ""
+    measured: bool = False
+    bytes_per_step: float | None = None
+    bytes_per_op: float | None = None
+    ops_recorded: float | None = None
+    bytes_total_per_rank: float | None = None
+    measured_us_per_op: float | None = None
+    tcp_us: float | None = None
+    rdma_us: float | None = None
+    #: transport ("tcp", "rdma") -> the fastest algorithm modelled ("ring", "tree", "hierarchical")
+    algorithm: dict[str, str] = Field(default_factory=dict)
+    algorithms: dict = Field(default_factory=dict)
+    tcp_total_s: float | None = None
+    rdma_total_s: float | None = None
+    recorded_duration_s: float | None = None
+    exceeds_recording: dict[str, bool] = Field(default_factory=dict)
+    tcp_host_cpu_us_per_step: float | None = None
+    rdma_host_cpu_us_per_step: float | None = None
+    vendor_comparison: dict | None = None
+    parameters: dict = Field(default_factory=dict)
+    assumptions: list[str] = Field(default_factory=list)
+
+
+class Capacity(_Obj):
+    """One DPU resource's demand against its limit, in ``unit`` (a merged projection adds ``node``)."""
+
+    resource: str
+    unit: str = ""
+    demand: float | None = None
+    limit: float | None = None
+    bottleneck: bool = False
+    action: str = ""
+    note: str = ""
+    mechanisms: list[str] = Field(default_factory=list)
 
 
 class Host(_Obj):
@@ -107,7 +162,7 @@ class Projection(_Obj):
     projection_version: int
     recording: str | list[str] = ""
     recording_sha256: str | None = None
-    dpu: dict = Field(default_factory=dict)
+    dpu: Dpu = Field(default_factory=Dpu)
     mode_override: str | None = None
     only: list[str] | None = None
     host: Host = Field(default_factory=Host)
@@ -118,11 +173,13 @@ class Projection(_Obj):
     totals: Totals = Field(default_factory=Totals)
     cores_for_ai: CoresForAI = Field(default_factory=CoresForAI)
     speedup: Speedup = Field(default_factory=Speedup)
-    allreduce: dict | None = None
-    capacity: list[dict] = Field(default_factory=list)
+    allreduce: Allreduce | None = None
+    capacity: list[Capacity] = Field(default_factory=list)
     sweep: dict | None = None
     assumptions: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
+    #: ``dpuprof project --set MECH.PARAM=value`` what-ifs applied, as given; None without any
+    set: list[str] | None = None
 
     @field_validator("projection_version")
     @classmethod

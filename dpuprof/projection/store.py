@@ -106,11 +106,12 @@ def write(proj: Projection | dict, target: str | os.PathLike) -> Path:
     return target
 
 
-def stamp(proj: dict, recording: str | os.PathLike, label: str | None = None) -> Projection:
-    """The Projection of ``proj`` made from the file ``recording``: its ``recording`` field set to
-    ``label`` (the name the user gave; default the path) and ``recording_sha256`` to the file's
-    checksum, then validated (ValueError with one line)."""
-    proj = dict(proj, recording=label if label is not None else str(recording),
+def stamp(proj: dict, recording: str | os.PathLike, label: str | None = None, **fields) -> Projection:
+    """The Projection of ``proj`` (the model's dict, ``dpuprof.project.build_projection``) made
+    from the file ``recording``: its ``recording`` field set to ``label`` (the name the user gave;
+    default the path), ``recording_sha256`` to the file's checksum and ``fields`` (``sweep``,
+    ``set``: what the command line added) set, then validated once (ValueError with one line)."""
+    proj = dict(proj, **fields, recording=label if label is not None else str(recording),
                 recording_sha256=sha256(recording))
     return validate(proj)
 

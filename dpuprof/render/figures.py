@@ -13,7 +13,6 @@ import pandas as pd
 
 from dpuprof.categories import CATEGORIES, INFRASTRUCTURE
 from dpuprof.render.view import Report, RunView
-from dpuprof.render.projection_file import num
 
 
 @dataclass
@@ -53,20 +52,19 @@ def before_after(v: RunView, label: str = "") -> pd.DataFrame:
     dur = v.duration_s or 1.0
     prefix = f"{label}: " if label else ""
     rows = {f"{prefix}Measured": {c: float(v.cats.loc[c, "cpu_s"]) / dur for c in CATEGORIES}}
-    if v.projection:
+    if v.projection is not None:
         rows[f"{prefix}Projected with DPU"] = {c: v.projected_s(c) / dur for c in CATEGORIES}
     return pd.DataFrame.from_dict(rows, orient="index", columns=list(CATEGORIES))
 
 
 def cores_frame(v: RunView, label: str = "") -> pd.DataFrame:
     """Rows Measured (/ Projected with DPU); columns pct (of all cores) and cores."""
-    cfa = (v.projection or {}).get("cores_for_ai") or {}
+    cfa = v.projection.cores_for_ai if v.projection is not None else None
     prefix = f"{label}: " if label else ""
-    before = num(cfa.get("before_pct"))
-    before = before if before is not None else v.cores_for_ai_pct
+    before = cfa.before_pct if cfa is not None and cfa.before_pct is not None else v.cores_for_ai_pct
     rows = {f"{prefix}Measured": before}
-    after = num(cfa.get("after_pct"))
-    if v.projection and after is not None:
+    after = cfa.after_pct if cfa is not None else None
+    if after is not None:
         rows[f"{prefix}Projected with DPU"] = after
     df = pd.DataFrame({"pct": pd.Series(rows, dtype=float)})
     df["cores"] = df["pct"] * v.cpu_count / 100
@@ -78,14 +76,13 @@ def waterfall_steps(v: RunView) -> tuple[float, pd.DataFrame]:
     dur = v.duration_s or 1.0
     start = v.infra_s / dur
     rows = []
-    for r in (v.projection or {}).get("rows") or []:
-        freed = num(r.get("freed_s"))
-        if freed is None or freed <= 0 or r.get("category") not in INFRASTRUCTURE:
+    for r in v.projection.rows if v.projection is not None else []:
+        if r.freed_s is None or r.freed_s <= 0 or r.category not in INFRASTRUCTURE:
             continue
-        label = f"{r.get('subcategory') or r.get('category')} / {r.get('mechanism', '?')}"
-        if r.get("node"):
-            label = f"{r['node']}: {label}"
-        rows.append({"label": label, "category": r.get("category"), "freed": freed / dur})
+        label = f"{r.subcategory or r.category} / {r.mechanism}"
+        if r.node:
+            label = f"{r.node}: {label}"
+        rows.append({"label": label, "category": r.category, "freed": r.freed_s / dur})
     if not rows:
         return start, pd.DataFrame(columns=["category", "freed"])
     df = pd.DataFrame(rows).groupby(["label", "category"], as_index=False)["freed"].sum()

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dpuprof.render.projection_file import num, text_list
-
 _AMOUNTS = ("before_s", "after_s", "freed_s")
 JOB_ASSUMPTION = ("synchronous data-parallel job: the slowest node sets the pace, so the job "
                   "speedup is the smallest node speedup")
@@ -24,19 +22,17 @@ def node_projection(v) -> dict:
     cores_for_ai_after_pct} of view ``v``'s stored projection, or {node, host, missing: why}."""
     host = v.meta.get("host")
     p = v.projection
-    if not p:
+    if p is None:
         return {"node": v.name, "host": host,
                 "missing": f"no projection stored for this recording (dpuprof project {v.path})"}
-    sp, cfa = p.get("speedup") or {}, p.get("cores_for_ai") or {}
-    return {"node": v.name, "host": host, "dpu": (p.get("dpu") or {}).get("name"),
-            "speedup": {k: num(sp.get(k)) for k in ("low", "expected", "high")},
-            "pays": sp.get("pays") if isinstance(sp.get("pays"), bool) else None,
-            "cores_for_ai_before_pct": num(cfa.get("before_pct")),
-            "cores_for_ai_after_pct": num(cfa.get("after_pct"))}
+    sp, cfa = p.speedup, p.cores_for_ai
+    return {"node": v.name, "host": host, "dpu": p.dpu.name,
+            "speedup": {"low": sp.low, "expected": sp.expected, "high": sp.high}, "pays": sp.pays,
+            "cores_for_ai_before_pct": cfa.before_pct, "cores_for_ai_after_pct": cfa.after_pct}
 
 
 def _capacity(v) -> float:
-    return num(((v.projection or {}).get("host") or {}).get("host_capacity_s")) or v.capacity_s
+    return (v.projection.host.host_capacity_s if v.projection is not None else 0.0) or v.capacity_s
 
 
 def job_speedup(views, projections: list[dict]) -> dict | None:
@@ -59,76 +55,77 @@ def job_speedup(views, projections: list[dict]) -> dict | None:
             return None
         return round(sum(x * c for x, c in zip(vals, caps)) / sum(caps), 6)
 
-    dpus = sorted({str(p.get("dpu")) for p in projections})
+    dpus = sorted({str(p["dpu"]) for p in projections})
     return {"dpu": dpus[0] if len(dpus) == 1 else dpus, "speedup": speed, "slowest_node": slowest,
-            "pays": all(p.get("pays") is True for p in projections),
+            "pays": all(p["pays"] for p in projections),
             "cores_for_ai_before_pct": weighted("cores_for_ai_before_pct"),
             "cores_for_ai_after_pct": weighted("cores_for_ai_after_pct"),
             "assumption": JOB_ASSUMPTION}
 
 
-def _sum_rows(projs: list[dict], key: str) -> dict:
-    """{name: {amount: sum over nodes}} of each projection's ``key`` ({name: {before_s, ...}})."""
-    rows = [{"name": name, **{a: num(r.get(a)) for a in _AMOUNTS}}
-            for p in projs for name, r in (p.get(key) or {}).items() if isinstance(r, dict)]
+def _sum_by_category(projs: list) -> dict:
+    """{category: CategoryTotals summed over the nodes}, in first-seen order."""
+    from dpuprof.projection.schema import CategoryTotals
+
+    rows = [{"name": name, **{a: getattr(r, a) for a in _AMOUNTS}} for p in projs for name, r in p.by_category.items()]
     if not rows:
         return {}
-    g = pd.DataFrame(rows).groupby("name", sort=False)[list(_AMOUNTS)].sum(min_count=1)
-    return {name: {a: (None if pd.isna(x) else round(float(x), 6)) for a, x in r.items()}
-            for name, r in g.iterrows()}
+    g = pd.DataFrame(rows).groupby("name", sort=False)[list(_AMOUNTS)].sum()
+    return {name: CategoryTotals(**{a: round(float(x), 6) for a, x in r.items()}) for name, r in g.iterrows()}
 
 
-def _totals(projs: list[dict]) -> dict:
-    keys = list(dict.fromkeys(k for p in projs for k in (p.get("totals") or {})))
+def _sum_models(models: list):
+    """One model of the type of ``models``: each numeric field (extras included) summed over them,
+    rounded to 6 digits; a field any of them lacks or holds as None stays None (unknown)."""
+    dumps = [m.model_dump() for m in models]
+    keys = list(dict.fromkeys(k for d in dumps for k in d))
     out = {}
     for k in keys:
-        vals = [num((p.get("totals") or {}).get(k)) for p in projs]
-        out[k] = None if any(x is None for x in vals) else round(sum(vals), 6)
-    return out
+        vals = [d.get(k) for d in dumps]
+        if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in vals):
+            out[k] = round(sum(vals), 6)
+    return type(models[0])(**out)
 
 
-def _texts(projs: list[dict], key: str) -> list[str]:
-    return list(dict.fromkeys(a for p in projs for a in text_list(p.get(key))))
+def _unique(texts) -> list[str]:
+    return list(dict.fromkeys(texts))
 
 
-def job_projection(views) -> tuple[dict | None, list[str]]:
-    """(the job's projection in the projection contract's shape, for the job view's tables and
-    charts; warnings). None unless every node has a projection."""
+def job_projection(views):
+    """(the job's Projection, for the job view's tables and charts; warnings). None unless every
+    node has a projection."""
+    from dpuprof.projection.schema import CoresForAI, Host, Projection, Speedup
+
     projs = [v.projection for v in views]
-    if not any(projs) or not all(projs):
+    if all(p is None for p in projs) or any(p is None for p in projs):
         return None, []
     brief = job_speedup(views, [node_projection(v) for v in views])
     warnings = []
     if isinstance(brief["dpu"], list):
         warnings.append(f"nodes were projected with different DPUs: {', '.join(brief['dpu'])}")
-    cfa = [p.get("cores_for_ai") or {} for p in projs]
-    caps = [_capacity(v) for v in views]
-    speed = {k: brief["speedup"][k] for k in ("low", "expected", "high")}
-    speed["pays"] = brief["pays"]
-    speed["assumptions"] = [JOB_ASSUMPTION] + list(dict.fromkeys(
-        a for p in projs for a in text_list((p.get("speedup") or {}).get("assumptions"))))
-    merged = {
-        "projection_version": projs[0].get("projection_version"),
-        "recording": [p.get("recording") for p in projs],
-        "dpu": projs[0].get("dpu"),
-        "host": {"cpu_count": sum(v.cpu_count for v in views), "duration_s": max(v.duration_s for v in views),
-                 "host_capacity_s": sum(caps)},
-        "rows": [dict(r, node=v.name) for v, p in zip(views, projs) for r in p.get("rows") or []
-                 if isinstance(r, dict)],
-        "by_category": _sum_rows(projs, "by_category"),
-        "totals": _totals(projs),
-        "cores_for_ai": {"before_pct": brief["cores_for_ai_before_pct"],
-                         "after_pct": brief["cores_for_ai_after_pct"],
-                         "before_cores": _add([num(c.get("before_cores")) for c in cfa]),
-                         "after_cores": _add([num(c.get("after_cores")) for c in cfa]),
-                         "assumptions": list(dict.fromkeys(a for c in cfa for a in text_list(c.get("assumptions"))))},
-        "speedup": speed,
-        "allreduce": next((p.get("allreduce") for p in projs if p.get("allreduce")), None),
-        "capacity": [dict(c, node=v.name) for v, p in zip(views, projs) for c in p.get("capacity") or []
-                     if isinstance(c, dict)],
-        "assumptions": _texts(projs, "assumptions"),
-        "warnings": _texts(projs, "warnings"),
-    }
+    cfa = [p.cores_for_ai for p in projs]
+    merged = Projection(
+        projection_version=projs[0].projection_version,
+        recording=[str(p.recording) for p in projs],
+        dpu=projs[0].dpu,
+        host=Host(cpu_count=int(sum(v.cpu_count for v in views)), duration_s=max(v.duration_s for v in views),
+                  host_capacity_s=sum(_capacity(v) for v in views)),
+        rows=[r.model_copy(update={"node": v.name}) for v, p in zip(views, projs) for r in p.rows],
+        by_category=_sum_by_category(projs),
+        totals=_sum_models([p.totals for p in projs]),
+        cores_for_ai=CoresForAI(before_pct=brief["cores_for_ai_before_pct"],
+                                after_pct=brief["cores_for_ai_after_pct"],
+                                before_cores=_add([c.before_cores for c in cfa]),
+                                after_cores=_add([c.after_cores for c in cfa]),
+                                assumptions=_unique(a for c in cfa for a in c.assumptions)),
+        # regime None: the job's bounds are minima over nodes that may be in different regimes
+        speedup=Speedup(**brief["speedup"], pays=brief["pays"], regime=None,
+                        assumptions=[JOB_ASSUMPTION] + _unique(a for p in projs for a in p.speedup.assumptions)),
+        allreduce=next((p.allreduce for p in projs if p.allreduce is not None), None),
+        capacity=[c.model_copy(update={"node": v.name}) for v, p in zip(views, projs) for c in p.capacity],
+        assumptions=_unique(a for p in projs for a in p.assumptions),
+        warnings=_unique(a for p in projs for a in p.warnings),
+    )
     return merged, warnings
 
 

@@ -174,8 +174,6 @@ def merge_views(views: list[RunView], why_not_one_job: str | None = None) -> Run
     busy = cat[~cat["category"].isin(NOT_WORK)]
     projection, proj_warnings = job_projection(views)
     summary = job_summary(job, views)
-    if projection is not None:
-        summary["projection"] = projection
     starts = _node_starts(views)
     shifts = [s - min(starts) for s in starts]
     grid = min(v.interval_s for v in views)

@@ -9,33 +9,19 @@ side file never blocks the measured report.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dpuprof.errors import UserError
 from dpuprof.projection import store
 from dpuprof.projection.store import candidates, path_for  # noqa: F401 (re-exported)
 
-
-def num(value) -> float | None:
-    """A finite float, or None for anything else (missing, text, NaN, bool)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
+if TYPE_CHECKING:  # annotations only: pydantic is imported when a projection file is read (store.validate)
+    from dpuprof.projection.schema import Projection
 
 
-def text_list(value) -> list[str]:
-    """A list of strings from a projection field that should hold one (anything else dropped)."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, list):
-        return [v for v in value if isinstance(v, str)]
-    return []
-
-
-def load(recording: str | Path, explicit: str | Path | None = None) -> tuple[dict | None, list[str]]:
-    """Return ``(projection or None, warnings)`` for ``recording``.
+def load(recording: str | Path, explicit: str | Path | None = None) -> tuple[Projection | None, list[str]]:
+    """Return ``(the validated Projection or None, warnings)`` for ``recording``.
 
     ``explicit``: a path the user gave with ``--projection``; problems with it raise UserError.
     Without it the projection is looked for where ``candidates`` says.
@@ -65,18 +51,18 @@ def load(recording: str | Path, explicit: str | Path | None = None) -> tuple[dic
     return None, notes + others
 
 
-def _read(path: Path) -> tuple[dict | None, str]:
+def _read(path: Path) -> tuple[Projection | None, str]:
     """(validated projection, "") or (None, why it is unusable)."""
     try:
-        return store.read(path).as_json(), ""
+        return store.read(path), ""
     except (OSError, ValueError, UnicodeDecodeError) as err:
         return None, str(err).splitlines()[0] if str(err) else type(err).__name__
 
 
-def _matches(proj: dict, recording) -> bool | None:
+def _matches(proj: Projection, recording) -> bool | None:
     """True/False when the projection's checksum is/is not the recording's; None when unknown."""
-    want = proj.get("recording_sha256")
-    if not isinstance(want, str) or not want:
+    want = proj.recording_sha256
+    if not want:
         return None
     try:
         return store.sha256(Path(recording)) == want
@@ -84,11 +70,11 @@ def _matches(proj: dict, recording) -> bool | None:
         return None
 
 
-def _warnings(proj: dict, path: Path, recording) -> list[str]:
+def _warnings(proj: Projection, path: Path, recording) -> list[str]:
     warnings = []
     if _matches(proj, recording) is False:
         warnings.append(f"{path.name} was made from a different version of this recording "
                         "(checksum differs): re-run dpuprof project")
-    for w in text_list(proj.get("warnings")):
+    for w in proj.warnings:
         warnings.append(f"projection: {w}")
     return warnings

@@ -7,11 +7,14 @@ Change, each row with its range and the assumptions behind it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from dpuprof.categories import CATEGORIES, INFRASTRUCTURE
 from dpuprof.render.view import RunView
-from dpuprof.render.projection_file import num, text_list
 from dpuprof.render.stats import count_ci, scaled_share_ci
+
+if TYPE_CHECKING:  # annotations only: pydantic is imported when a projection file is read
+    from dpuprof.projection.schema import Projection, Speedup
 
 #: The BlueField solution brief's figures (docs/projection-model.md, "The claim under test"), shown
 #: beside the measurement.
@@ -85,18 +88,16 @@ def fmt_rel(before: float | None, after: float | None) -> str:
 
 # ----------------------------------------------------------------------------- vendor table
 
-def _mechanisms(proj: dict | None, category: str) -> list[str]:
+def _mechanisms(proj: Projection | None, category: str) -> list[str]:
     """'mechanism (requires ...)' for each projection row of ``category`` that frees CPU."""
-    if not proj:
+    if proj is None:
         return []
     out = []
-    for r in proj.get("rows") or []:
-        if r.get("category") != category:
+    for r in proj.rows:
+        if r.category != category:
             continue
-        mech = r.get("mechanism") if isinstance(r.get("mechanism"), str) else "?"
-        req = r.get("requires") if isinstance(r.get("requires"), str) else ""
-        text = f"{mech}" + (f" (needs {req})" if req else "")
-        if r.get("capacity_limited") is True:
+        text = f"{r.mechanism or '?'}" + (f" (needs {r.requires})" if r.requires else "")
+        if r.capacity_limited:
             text += " [capacity-limited]"
         out.append(text)
     return list(dict.fromkeys(out))
@@ -115,13 +116,12 @@ def vendor_rows(v: RunView) -> list[Row]:
     return rows
 
 
-def _cores_row(v: RunView, proj: dict | None, rows: list[Row]) -> None:
+def _cores_row(v: RunView, proj: Projection | None, rows: list[Row]) -> None:
     """CPU cores available for AI, before and after."""
     split = v.category_split
-    cfa = (proj or {}).get("cores_for_ai") or {}
-    before = num(cfa.get("before_pct"))
-    before = before if before is not None else v.cores_for_ai_pct
-    after = num(cfa.get("after_pct")) if proj else None
+    cfa = proj.cores_for_ai if proj is not None else None
+    before = cfa.before_pct if cfa is not None and cfa.before_pct is not None else v.cores_for_ai_pct
+    after = cfa.after_pct if cfa is not None else None
     rng = DASH
     hz = _hz(v)
     if split and hz and v.capacity_s:
@@ -131,19 +131,19 @@ def _cores_row(v: RunView, proj: dict | None, rows: list[Row]) -> None:
     projected = DASH if after is None else f"{after:.1f} % ({v.cpu_count * after / 100:.2f} of {v.cpu_count:g})"
     rows.append(Row("CPU cores available for AI", measured, projected,
                     fmt_pp(after - before) if after is not None and before is not None else DASH, rng,
-                    text_list(cfa.get("assumptions")) or
+                    (cfa.assumptions if cfa is not None else []) or
                     ["100 % minus network, storage, crypto and compression CPU, of all cores x duration"],
                     VENDOR["cores_for_ai"]))
 
 
-def _infra_row(v: RunView, proj: dict | None, rows: list[Row]) -> None:
+def _infra_row(v: RunView, proj: Projection | None, rows: list[Row]) -> None:
     """The infrastructure share of busy host CPU."""
     split = v.category_split
     if split and v.busy_s:
         share = 100 * v.infra_s / v.busy_s
         lo, hi = scaled_share_ci(v.infra_s / v.busy_s, v.infra_samples, v.busy_samples)
         proj_share = None
-        if proj:
+        if proj is not None:
             after_all = sum(v.projected_s(c) for c in CATEGORIES)
             after_inf = sum(v.projected_s(c) for c in INFRASTRUCTURE)
             proj_share = 100 * after_inf / after_all if after_all else 0.0
@@ -157,7 +157,7 @@ def _infra_row(v: RunView, proj: dict | None, rows: list[Row]) -> None:
         rows.append(Row("Infrastructure share of host CPU", "n/a (no category split)"))
 
 
-def _category_rows(v: RunView, proj: dict | None, rows: list[Row]) -> None:
+def _category_rows(v: RunView, proj: Projection | None, rows: list[Row]) -> None:
     """One row per infrastructure category: cores, projected cores, sampling range."""
     split, dur, hz = v.category_split, v.duration_s or 1.0, _hz(v)
     for c in INFRASTRUCTURE:
@@ -177,7 +177,7 @@ def _category_rows(v: RunView, proj: dict | None, rows: list[Row]) -> None:
                         fmt_rel(cpu_s, after_s), rng, _mechanisms(proj, c)))
 
 
-def _bytes_rows(v: RunView, proj: dict | None, rows: list[Row]) -> None:
+def _bytes_rows(v: RunView, proj: Projection | None, rows: list[Row]) -> None:
     """Network bytes, storage bytes and IOPS: a DPU moves the same ones."""
     dur = v.duration_s or 1.0
     net, io = v.summary.get("net") or {}, v.summary.get("io") or {}
@@ -199,50 +199,45 @@ def _bytes_rows(v: RunView, proj: dict | None, rows: list[Row]) -> None:
                     if not v.io.empty else DASH, ["block-layer completions, all devices"]))
 
 
-def _allreduce_row(v: RunView, proj: dict | None, rows: list[Row]) -> None:
+def _allreduce_row(v: RunView, proj: Projection | None, rows: list[Row]) -> None:
     """The modelled all-reduce time per step, only when the projection models it."""
-    ar = (proj or {}).get("allreduce")
-    if isinstance(ar, dict):
-        tcp, rdma = num(ar.get("tcp_us")), num(ar.get("rdma_us"))
-        scale = f"{ar.get('nodes', '?')} nodes x {ar.get('gpus_per_node', '?')} GPUs"
+    ar = proj.allreduce if proj is not None else None
+    if ar is not None:
+        tcp, rdma = ar.tcp_us, ar.rdma_us
+        scale = f"{ar.nodes} nodes x {ar.gpus_per_node} GPUs"
         rows.append(Row(f"All-reduce time per step ({scale})",
                         DASH if tcp is None else f"{tcp:,.0f} µs (TCP, modelled)",
                         DASH if rdma is None else f"{rdma:,.0f} µs (RDMA, modelled)",
                         fmt_rel(tcp, rdma), DASH,
-                        ["ring all-reduce, alpha-beta model"] + text_list(ar.get("assumptions")),
+                        ["ring all-reduce, alpha-beta model"] + ar.assumptions,
                         VENDOR["allreduce"]))
 
 
-def _speedup_row(v: RunView, proj: dict | None, rows: list[Row]) -> None:
+def _speedup_row(v: RunView, proj: Projection | None, rows: list[Row]) -> None:
     """The job speedup, or why there is none."""
-    sp = (proj or {}).get("speedup") or {}
-    low, exp, high = num(sp.get("low")), num(sp.get("expected")), num(sp.get("high"))
-    if proj and sp:  # expected and high may be null: unbounded (the job's CPU time would vanish)
-        pays = sp.get("pays")
+    if proj is not None:  # expected and high may be null: unbounded (the job's CPU time would vanish)
+        sp = proj.speedup
+        low, exp, high, pays = sp.low, sp.expected, sp.high, sp.pays
         rows.append(Row("Job speedup", "1.00x (baseline)",
                         f"{exp:.2f}x expected" if exp is not None else "unbounded",
                         f"{100 * (exp - 1):+.0f} %" if exp is not None else DASH,
                         f"model bounds {low:.2f}x–{'∞' if high is None else f'{high:.2f}x'} (not a CI)"
                         if low is not None else DASH,
-                        ([] if pays is None else [f"pays: {'yes' if pays else 'no'}"]) + _regime_lines(sp)
-                        + text_list(sp.get("assumptions"))))
+                        [f"pays: {'yes' if pays else 'no'}"] + _regime_lines(sp) + sp.assumptions))
     else:
         rows.append(Row("Job speedup", "1.00x (baseline)", DASH, DASH, DASH,
                         ["no projection: run dpuprof project on this recording"]))
 
 
-def _regime_lines(sp: dict) -> list[str]:
+def _regime_lines(sp: Speedup) -> list[str]:
     """The regime the speedup model found, its window and the CPU-contention proxy beside it."""
     out = []
-    if isinstance(sp.get("regime"), str):
-        why = sp.get("regime_why") if isinstance(sp.get("regime_why"), str) else ""
-        out.append(f"regime: {sp['regime']}" + (f" ({why})" if why else ""))
-    proxy = num(sp.get("contention_proxy"))
-    if proxy is not None:
-        out.append(f"CPU-contention proxy T/(T-F): {proxy:.2f}x")
-    win = sp.get("window")
-    if isinstance(win, dict) and isinstance(win.get("how"), str):
-        out.append(f"window: {win['how']}")
+    if sp.regime is not None:
+        out.append(f"regime: {sp.regime}" + (f" ({sp.regime_why})" if sp.regime_why else ""))
+    if sp.contention_proxy is not None:
+        out.append(f"CPU-contention proxy T/(T-F): {sp.contention_proxy:.2f}x")
+    if sp.window is not None:
+        out.append(f"window: {sp.window.how}")
     return out
 
 
@@ -327,22 +322,22 @@ def compare_header(a: RunView, b: RunView) -> list[str]:
 
 def assumptions(v: RunView) -> list[str]:
     """Projection-wide assumptions, for the methods section."""
-    proj = v.projection or {}
-    dpu = proj.get("dpu") or {}
-    out = []
-    if dpu:
-        desc = dpu.get("description") if isinstance(dpu.get("description"), str) else ""
-        out.append(f"DPU profile: {dpu.get('name', '?')}" + (f" — {desc}" if desc else ""))
-    out += text_list(proj.get("assumptions"))
-    for c in proj.get("capacity") or []:
-        if isinstance(c, dict) and c.get("bottleneck"):
-            out.append(f"capacity: {c.get('resource')} demand {c.get('demand')} exceeds limit {c.get('limit')}")
-    for key, what in (("rejected", "not offloaded (costs more than it frees)"), ("left_on_host", "left on the host")):
-        for r in proj.get(key) or []:
-            before = num(r.get("before_s")) if isinstance(r, dict) else None
-            if before is None or before < 0.005:
+    proj = v.projection
+    if proj is None:
+        return []
+    dpu, out = proj.dpu, []
+    if dpu.name is not None:
+        out.append(f"DPU profile: {dpu.name}" + (f" — {dpu.description}" if dpu.description else ""))
+    out += proj.assumptions
+    for c in proj.capacity:
+        if c.bottleneck:
+            out.append(f"capacity: {c.resource} demand {c.demand} exceeds limit {c.limit}")
+    for rows, what in ((proj.rejected, "not offloaded (costs more than it frees)"),
+                       (proj.left_on_host, "left on the host")):
+        for r in rows:
+            if r.before_s is None or r.before_s < 0.005:
                 continue
-            why = r.get("label") or r.get("notes") or ""
-            mech = f" / {r['mechanism']}" if isinstance(r.get("mechanism"), str) else ""
-            out.append(f"{what}: {r.get('subcategory')}{mech}, {before:.2f} CPU s" + (f" — {why}" if why else ""))
+            why = r.label or r.notes
+            mech = f" / {r.mechanism}" if r.mechanism is not None else ""
+            out.append(f"{what}: {r.subcategory}{mech}, {r.before_s:.2f} CPU s" + (f" — {why}" if why else ""))
     return out

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from dpuprof.categories import CATEGORIES, IDLE, INFRASTRUCTURE, NOT_WORK, OBSERVER
 from dpuprof.recording.folded import SEP, escape
+
+if TYPE_CHECKING:  # annotations only: pydantic is imported when a projection file is read
+    from dpuprof.projection.schema import Projection
 
 #: host_cpu fields shown over time when a recording has no category split (psutil mode)
 CPU_TIME_FIELDS = ("user", "nice", "system", "irq", "softirq", "steal")
@@ -31,7 +35,8 @@ class RunView:
     path: str
     meta: dict
     summary: dict
-    projection: dict | None
+    #: the validated projection file (dpuprof.projection.schema.Projection), or None
+    projection: Projection | None
     warnings: list[str]
     cpu_count: float
     duration_s: float
@@ -96,15 +101,12 @@ class RunView:
         return 100.0 * (1 - self.infra_s / self.capacity_s)
 
     def projected_s(self, category: str) -> float | None:
-        """CPU seconds of ``category`` after the projection, or None without one."""
-        from dpuprof.render.projection_file import num
-
-        if not self.projection:
+        """CPU seconds of ``category`` after the projection (the measured ones for a category it
+        leaves alone), or None without a projection."""
+        if self.projection is None:
             return None
-        row = (self.projection.get("by_category") or {}).get(category)
-        if isinstance(row, dict) and num(row.get("after_s")) is not None:
-            return num(row.get("after_s"))
-        return float(self.cats.loc[category, "cpu_s"])
+        row = self.projection.by_category.get(category)
+        return row.after_s if row is not None else float(self.cats.loc[category, "cpu_s"])
 
 
 @dataclass
@@ -312,7 +314,7 @@ def workload_label(meta: dict) -> str:
     return cmd + (" (host-wide)" if cmd and meta.get("system_wide") is True else "")
 
 
-def build_view(rec, projection: dict | None = None, projection_warnings=(), name: str | None = None) -> RunView:
+def build_view(rec, projection: Projection | None = None, projection_warnings=(), name: str | None = None) -> RunView:
     """Derive the RunView of a loaded Recording (and its projection, if any)."""
     from dpuprof.recording.summary import summarize
     from dpuprof.render.losses import from_recording as losses_of
@@ -327,8 +329,6 @@ def build_view(rec, projection: dict | None = None, projection_warnings=(), name
     summary["observer_cost"] = observer_cost(rec, summary["workload_cpu"]["total_s"])
     if rec.meta.get("window"):
         summary["window"] = rec.meta["window"]
-    if projection is not None:
-        summary["projection"] = projection
     split = rec.category_split
     iv = _intervals(rec)
     cat = rec.table("cpu_category") if split else rec.table("cpu_category").iloc[0:0]

@@ -125,34 +125,31 @@ def meta_items(v: RunView) -> list[dict]:
         when = _dt.datetime.fromtimestamp(start, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     host = m.get("host")
     host = ", ".join(map(str, host)) if isinstance(host, list) else host
-    dpu = (v.projection or {}).get("dpu") or {}
+    dpu = v.projection.dpu.name if v.projection is not None else None
     items = [("", cmd, "code"), ("host ", host, ""), ("kernel ", m.get("kernel"), ""),
              ("", f"{v.cpu_count:g} CPUs" + (f" ({m.get('cpu_model')})" if m.get("cpu_model") else ""), ""),
              ("", f"{v.duration_s:.1f} s", ""), ("mode ", m.get("mode"), ""),
              ("", f"{float(m.get('sample_freq_hz') or 0):g} Hz sampling" if m.get("sample_freq_hz") else "", ""),
-             ("", when, ""), ("file ", str(v.path), ""), ("projected for ", dpu.get("name"), "b")]
+             ("", when, ""), ("file ", str(v.path), ""), ("projected for ", dpu, "b")]
     return [{"before": before, "text": str(text), "wrap": wrap} for before, text, wrap in items if text]
 
 
 def kpis(v: RunView) -> list[tuple[str, str]]:
     """The headline numbers: (big, small) pairs."""
-    from dpuprof.render.projection_file import num
-
     items = []
     if v.category_split and v.busy_s:
         items.append((f"{100 * v.infra_s / v.busy_s:.1f} %", "infrastructure share of busy CPU"))
-    cfa = (v.projection or {}).get("cores_for_ai") or {}
-    before = num(cfa.get("before_pct"))
-    before = before if before is not None else v.cores_for_ai_pct
-    after = num(cfa.get("after_pct"))
+    cfa = v.projection.cores_for_ai if v.projection is not None else None
+    before = cfa.before_pct if cfa is not None and cfa.before_pct is not None else v.cores_for_ai_pct
+    after = cfa.after_pct if cfa is not None else None
     if before is not None:
         items.append((f"{before:.1f} %" + (f" → {after:.1f} %" if after is not None else ""),
                       "CPU cores available for AI" + (" (with DPU)" if after is not None else "")))
-    sp = (v.projection or {}).get("speedup") or {}
-    if sp:  # expected/high null = unbounded
-        low, exp, high = num(sp.get("low")), num(sp.get("expected")), num(sp.get("high"))
+    if v.projection is not None:  # expected/high null = unbounded
+        sp = v.projection.speedup
+        low, exp, high = sp.low, sp.expected, sp.high
         rng = f" (model bounds {low:.2f}–{'∞' if high is None else f'{high:.2f}'})" if low is not None else ""
-        regime = f"; regime: {sp['regime']}" if isinstance(sp.get("regime"), str) else ""
+        regime = f"; regime: {sp.regime}" if sp.regime is not None else ""
         items.append(("unbounded" if exp is None else f"{exp:.2f}x", f"expected job speedup{rng}{regime}"))
     net = v.summary.get("net") or {}
     items.append((T.fmt_bytes(float(net.get("tx_bytes") or 0) + float(net.get("rx_bytes") or 0)), "network bytes"))
@@ -177,7 +174,7 @@ def method(views: list[RunView]) -> list[str]:
     for v in views:
         for a in T.assumptions(v):
             items.append(a if len(views) == 1 else f"{v.name}: {a}")
-    if not any(v.projection for v in views):
+    if all(v.projection is None for v in views):
         items.append("No projection: the 'Projected with DPU' column is empty. Run "
                      "'dpuprof project RUN.rec' to add it.")
     return items

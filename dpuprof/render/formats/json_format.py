@@ -19,10 +19,22 @@ from dpuprof.render.view import Report
 from dpuprof.render.output import Rendered
 
 
+def summary_data(v) -> dict:
+    """A view's summary with its projection (the Projection as JSON), before the job view's
+    ``job`` key where there is one: the order the contract has always printed."""
+    if v.projection is None:
+        return v.summary
+    out = {k: x for k, x in v.summary.items() if k != "job"}
+    out["projection"] = v.projection.as_json()
+    if "job" in v.summary:
+        out["job"] = v.summary["job"]
+    return out
+
+
 def run_data(v) -> dict:
     """A run's summary plus its GPU and per-step views (where it has its recording)."""
     if v.recording is None:  # a merged cluster total: each node carries its own
-        return v.summary
+        return summary_data(v)
     from dpuprof.render.causes import as_records, cause_frame
     from dpuprof.render.gpu import gpu_view
     from dpuprof.render.steps import steps_view
@@ -33,7 +45,7 @@ def run_data(v) -> dict:
              "kernel_by_cause": as_records(cause_frame(v.recording))}
     if note:
         extra["gpu_note"] = note
-    return dict(v.summary, **extra)
+    return dict(summary_data(v), **extra)
 
 
 def data_for(report: Report) -> dict:
@@ -44,7 +56,7 @@ def data_for(report: Report) -> dict:
         return run_data(report.main)
     out = {"kind": report.kind, "runs": [run_data(v) for v in report.runs]}
     if report.total is not None:
-        out["total"] = report.total.summary
+        out["total"] = summary_data(report.total)
     if report.comparison is not None:
         out["comparison"] = comparison_json(report.comparison)
     return out

@@ -31,7 +31,7 @@ def render_terminal(proj: Projection | dict, color: bool = False) -> str:
 
 def _header(proj: Projection) -> list:
     dpu, host, mode = proj.dpu, proj.host, proj.mode_override
-    return [styled(f"Projection of {proj.recording} on {dpu.get('name')}: {dpu.get('description', '')}", "bold"),
+    return [styled(f"Projection of {proj.recording} on {dpu.name}: {dpu.description}", "bold"),
             clean(f"Host: {host.cpu_count} CPUs x {host.duration_s:.1f} s = {host.host_capacity_s:.1f} CPU-seconds"
                   + (f"; every mechanism forced to {mode}" if mode else "")), ""]
 
@@ -81,8 +81,8 @@ def _capacity(proj: Projection) -> list:
     caps = proj.capacity
     if not caps:
         return []
-    rows = [[c["resource"], f"demand {c['demand']:.3g} / limit {c['limit']:.3g} {c['unit']}",
-             "BOTTLENECK: " + c["action"] if c["bottleneck"] else "ok"] for c in caps]
+    rows = [[c.resource, f"demand {_f(c.demand, '.3g')} / limit {_f(c.limit, '.3g')} {c.unit}",
+             "BOTTLENECK: " + c.action if c.bottleneck else "ok"] for c in caps]
     return ["Capacity:", table([], rows, max_w=120), ""]
 
 
@@ -106,22 +106,22 @@ def _speedup(proj: Projection) -> list:
 
 def _allreduce(proj: Projection) -> list:
     ar = proj.allreduce
-    if not ar:
+    if ar is None:
         return []
-    alg = ar.get("algorithm") or {}
-    out = ["", f"All-reduce at {ar['nodes']} nodes x {ar['gpus_per_node']} GPUs ({ar['ranks']} ranks), "
-               f"{ar['bytes_per_step'] / 1e6:.3f} MB per operation:"]
-    if ar.get("method"):
-        out.append(clean(f"  operations: {ar['method']}"))
-    out.append(table([], [["TCP", f"{ar['tcp_us']:.1f}", f"us per operation ({alg.get('tcp', 'ring')})"],
-                          ["RDMA", f"{ar['rdma_us']:.1f}", f"us per operation ({alg.get('rdma', 'ring')})"]],
+    alg = ar.algorithm
+    out = ["", f"All-reduce at {ar.nodes} nodes x {ar.gpus_per_node} GPUs ({_f(ar.ranks, 'd', '?')} ranks), "
+               f"{_f(ar.bytes_per_step and ar.bytes_per_step / 1e6, '.3f', '?')} MB per operation:"]
+    if ar.method:
+        out.append(clean(f"  operations: {ar.method}"))
+    out.append(table([], [["TCP", _f(ar.tcp_us, ".1f"), f"us per operation ({alg.get('tcp', 'ring')})"],
+                          ["RDMA", _f(ar.rdma_us, ".1f"), f"us per operation ({alg.get('rdma', 'ring')})"]],
                      right=(1,)))
-    out.append(f"  over the recorded {ar['ops_recorded']:.0f} operations: TCP {ar['tcp_total_s']:.3f} s, "
-               f"RDMA {ar['rdma_total_s']:.3f} s (recording lasted {ar['recorded_duration_s']:.1f} s)")
-    if ar.get("measured_us_per_op") is not None:
-        out.append(f"  measured on the recording: {ar['measured_us_per_op']:.1f} us per operation "
-                   f"({ar['recorded_ranks']} ranks)")
-    vc = ar.get("vendor_comparison")
+    out.append(f"  over the recorded {_f(ar.ops_recorded, '.0f')} operations: TCP {_f(ar.tcp_total_s, '.3f')} s, "
+               f"RDMA {_f(ar.rdma_total_s, '.3f')} s (recording lasted {_f(ar.recorded_duration_s, '.1f')} s)")
+    if ar.measured_us_per_op is not None:
+        out.append(f"  measured on the recording: {ar.measured_us_per_op:.1f} us per operation "
+                   f"({ar.recorded_ranks} ranks)")
+    vc = ar.vendor_comparison
     if vc:
         out.append(clean(f"  vendor brief {vc['vendor']}; modelled at {vc['nodes']} x {vc['gpus_per_node']}: " +
                          "; ".join(f"{r['message_bytes']:,} B TCP {r['tcp_us']:.1f} us -> RDMA {r['rdma_us']:.1f} us"
