@@ -39,7 +39,7 @@ class Run:
 
     @property
     def mode(self) -> str:
-        return str(self.meta.get("mode") or "?")
+        return self.recording.info.mode or "?"
 
     def table(self, name: str):
         """The raw recording table ``name`` (see dpuprof/recording/schema.py) as a DataFrame."""

@@ -62,7 +62,7 @@ def test_pprof_parses_back_with_the_folded_totals(fixture):
         want = sum(s.value[1] for s in prof.sample
                    if any(st[lb.key] == "category" and st[lb.str] == cat for lb in s.label))
         assert per_cat[i] == want
-    assert abs(prof.time_nanos / 1e9 - rep.main.meta["start_time"]) < 1e-3
+    assert abs(prof.time_nanos / 1e9 - rep.main.meta.start_time) < 1e-3
 
 
 def test_pprof_of_a_comparison_names_both_runs(synth):

@@ -27,6 +27,7 @@ from dpuprof.recording.checks import MAX_ABS, check_types as _check_types, fail 
 from dpuprof.recording.packing import unpack_counts, unpack_ids, unpack_many
 from dpuprof.recording import threadpack
 from dpuprof.recording.folded import join as join_frames
+from dpuprof.recording.meta import RecordingMeta
 from dpuprof.recording.schema import LATE_COLUMNS, READABLE_VERSIONS, SCHEMA_VERSION, SINCE, TABLES
 
 DEFAULT_NAME = "dpuprof.rec"
@@ -35,18 +36,21 @@ SUFFIX = ".rec"
 class Recording:
     """A loaded recording.
 
-    ``meta`` is a dict of the metadata (see ``schema``); ``table(name)`` returns the named table of
-    ``schema.TABLES`` as a DataFrame with exactly those columns (units in the column names).
+    ``meta`` is a dict of the metadata (see ``schema``), every key as stored; ``info`` the typed
+    :class:`~dpuprof.recording.meta.RecordingMeta` built from it once, with explicit defaults for
+    missing keys (what the summary and the report read); ``table(name)`` returns the named table
+    of ``schema.TABLES`` as a DataFrame with exactly those columns (units in the column names).
     """
 
     def __init__(self, path: Path, meta: dict, frames: dict):
         self.path = path
         self.meta = meta
+        self.info = RecordingMeta.from_dict(meta)
         self._frames = frames
 
     @property
     def schema_version(self) -> int:
-        return int(self.meta["schema_version"])
+        return self.info.schema_version
 
     @property
     def name(self) -> str:
@@ -54,16 +58,17 @@ class Recording:
 
     @property
     def complete(self) -> bool:
-        return bool(self.meta.get("complete", False))
+        return self.info.complete
 
     @property
     def category_split(self) -> bool:
         """True when CPU samples were classified (bpf mode); False for ``--probes psutil``."""
-        return bool(self.meta.get("category_split", True)) and not self.table("cpu_category").empty
+        return self.info.category_split and not self.table("cpu_category").empty
 
     @property
     def sample_freq_hz(self) -> float:
-        return float(self.meta.get("sample_freq_hz") or 0)
+        """Stack samples per second per CPU; 0 when unknown."""
+        return self.info.sample_freq_hz
 
     def table(self, name: str):
         return self._frames[name]

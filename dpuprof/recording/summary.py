@@ -52,22 +52,23 @@ def summarize(rec: Recording) -> dict:
     lost = rec.table("lost").groupby("kind")["count"].sum()
     lost = {k: int(v) for k, v in lost.items()}
 
+    info = rec.info
     return {
-        "schema_version": rec.schema_version,
-        "dpuprof_version": rec.meta.get("dpuprof_version"),
+        "schema_version": info.schema_version,
+        "dpuprof_version": info.dpuprof_version,
         "recording": str(rec.path),
-        "command": rec.meta.get("command"),
-        "workload": rec.meta.get("workload") or "command",
-        "host": rec.meta.get("host"),
-        "kernel": rec.meta.get("kernel"),
-        "cpu_count": rec.meta.get("cpu_count"),
+        "command": info.command,
+        "workload": info.workload,
+        "host": info.host,
+        "kernel": info.kernel,
+        "cpu_count": info.cpu_count,
         "duration_s": round(rec.duration_s, 6),
-        "complete": rec.complete,
-        "exit_code": rec.meta.get("exit_code"),
-        "mode": rec.meta.get("mode"),
+        "complete": info.complete,
+        "exit_code": info.exit_code,
+        "mode": info.mode,
         "category_split": split,
-        "sample_freq_hz": rec.sample_freq_hz,
-        "probes_unavailable": rec.meta.get("probes_unavailable", {}),
+        "sample_freq_hz": info.sample_freq_hz,
+        "probes_unavailable": info.probes_unavailable,
         "host_cpu": {
             "total_s": round(host_total, 6),
             "idle_s": round(idle, 6),

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from dpuprof.recording.meta import RecordingMeta
+
 
 @dataclass
 class GpuView:
@@ -53,12 +55,12 @@ def _records(df: pd.DataFrame) -> list[dict]:
     return rows
 
 
-def no_gpu_line(meta: dict) -> str:
+def no_gpu_line(meta: RecordingMeta) -> str:
     """One line on why a recording has no GPU samples, from meta ``gpu``."""
-    g = meta.get("gpu")
-    if isinstance(g, dict) and g.get("available") is False and g.get("reason"):
+    g = meta.gpu
+    if g.get("available") is False and g.get("reason"):
         why = str(g["reason"])
-    elif isinstance(g, dict) and g.get("available"):
+    elif g.get("available"):
         why = "NVML found a GPU but gave no sample in the intervals shown"
     else:
         why = "the recorder did not look for one (no 'gpu' metadata)"
@@ -67,9 +69,9 @@ def no_gpu_line(meta: dict) -> str:
 
 def _t0(rec) -> float:
     iv = rec.table("intervals")
-    start = rec.meta.get("start_time")
+    start = rec.info.start_time
     first = float(iv["t_start"].min())
-    return min(float(start), first) if isinstance(start, (int, float)) and not isinstance(start, bool) else first
+    return min(float(start), first) if start is not None else first
 
 
 def gpu_view(rec) -> tuple[GpuView | None, str | None]:
@@ -77,7 +79,7 @@ def gpu_view(rec) -> tuple[GpuView | None, str | None]:
     g = rec.table("gpu")
     iv = rec.table("intervals")
     if g.empty or iv.empty:
-        return None, no_gpu_line(rec.meta)
+        return None, no_gpu_line(rec.info)
     if "mem_total_bytes" not in g.columns:  # a file read without the v3 late column
         g = g.assign(mem_total_bytes=float("nan"))
     t0 = _t0(rec)
@@ -85,7 +87,7 @@ def gpu_view(rec) -> tuple[GpuView | None, str | None]:
     tl = tl.assign(t_s=(tl["t_start"] - t0).round(6))
     tl = tl[["interval", "t_start", "t_s", "gpu_index", "util_pct", "mem_used_bytes", "mem_total_bytes"]]
     tl = tl.reset_index(drop=True)
-    names = (rec.meta.get("gpu") or {}).get("devices") if isinstance(rec.meta.get("gpu"), dict) else None
+    names = rec.info.gpu.get("devices")
     by = tl.groupby("gpu_index")
     devices = pd.DataFrame({"intervals": by["interval"].nunique(),
                             "util_mean_pct": by["util_pct"].mean(), "util_max_pct": by["util_pct"].max(),

@@ -81,7 +81,7 @@ def node_rows(job, views) -> pd.DataFrame:
     split = job.category_split
     out = pd.DataFrame({
         "node": [v.name for v in views],
-        "host": [str(v.meta.get("host") or "") for v in views],
+        "host": [str(v.meta.host or "") for v in views],
         "cpu_count": cpus.round().astype(int), "duration_s": duration, "busy_s": busy, "infra_s": infra,
         "infra_share_pct": (100 * infra / busy.where(busy > 0)) if split else float("nan"),
         "cores_for_ai_pct": (100 * (1 - infra / (cpus * duration).where(duration > 0))) if split else float("nan"),

@@ -23,6 +23,8 @@ import datetime as _dt
 import shlex
 from dataclasses import dataclass
 
+from dpuprof.recording.meta import RecordingMeta
+
 
 @dataclass(frozen=True)
 class Identity:
@@ -36,17 +38,15 @@ class Identity:
     host: str | None
 
 
-def _what_ran(meta: dict) -> tuple[str, ...]:
-    cmd = meta.get("command")
-    if isinstance(cmd, list) and cmd:
-        return tuple(map(str, cmd))
-    kind = meta.get("workload") or "command"
+def _what_ran(meta: RecordingMeta) -> tuple[str, ...]:
+    if meta.command:
+        return tuple(map(str, meta.command))
+    kind = meta.workload
     if kind == "attach":
-        lines = sorted(str(a.get("cmdline") or a.get("comm") or "?") for a in meta.get("attached") or []
-                       if isinstance(a, dict))
+        lines = sorted(str(a.get("cmdline") or a.get("comm") or "?") for a in meta.attached)
         return ("attached to", *lines)
     if kind == "cgroup":
-        return ("cgroup", str(meta.get("cgroup")))
+        return ("cgroup", str(meta.cgroup))
     if kind == "system-wide":
         return ("every process (system-wide)",)
     return ("?",)
@@ -54,20 +54,19 @@ def _what_ran(meta: dict) -> tuple[str, ...]:
 
 def identity(rec, name: str) -> Identity:
     """The Identity of a loaded Recording ``rec``, shown as ``name``."""
-    meta = rec.meta
-    job = meta.get("job") if isinstance(meta.get("job"), dict) else {}
+    meta = rec.info
+    job = meta.job
     job_id = job.get("job_id")
     job_id = str(job_id) if isinstance(job_id, (str, int)) and not isinstance(job_id, bool) and \
         str(job_id) else None
     source = job.get("job_id_source") if isinstance(job.get("job_id_source"), str) else None
     iv = rec.table("intervals")
-    start = meta.get("start_time")
-    end = meta.get("end_time")
-    if not isinstance(start, (int, float)):
+    start, end = meta.start_time, meta.end_time
+    if start is None:
         start = float(iv["t_start"].min()) if not iv.empty else None
-    if not isinstance(end, (int, float)):
+    if end is None:
         end = float(iv["t_end"].max()) if not iv.empty else None
-    host = meta.get("host") if isinstance(meta.get("host"), str) else None
+    host = meta.host if isinstance(meta.host, str) else None  # a combined job's is a list
     return Identity(name, job_id, source if job_id else None, _what_ran(meta),
                     None if start is None else float(start), None if end is None else float(end), host)
 

@@ -20,7 +20,7 @@ JOB_ASSUMPTION = ("synchronous data-parallel job: the slowest node sets the pace
 def node_projection(v) -> dict:
     """{node, host, dpu, speedup {low, expected, high}, pays, cores_for_ai_before_pct,
     cores_for_ai_after_pct} of view ``v``'s stored projection, or {node, host, missing: why}."""
-    host = v.meta.get("host")
+    host = v.meta.host
     p = v.projection
     if p is None:
         return {"node": v.name, "host": host,

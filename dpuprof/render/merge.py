@@ -16,6 +16,7 @@ node's start to the last node's end, and its time series put each node's interva
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -38,30 +39,30 @@ _STRIDES = {"pid": PID_STRIDE, "ppid": PID_STRIDE, "tid": PID_STRIDE, "waker_pid
 
 def _job_meta(recs: list[Recording]) -> dict:
     """The combined Recording's metadata: what the summary reads, for the job as a whole."""
-    metas = [r.meta for r in recs]
-    first = metas[0]
+    infos = [r.info for r in recs]
+    first = infos[0]
 
     def same(key):  # the value every node agrees on, else None
-        vals = [m.get(key) for m in metas]
+        vals = [getattr(m, key) for m in infos]
         return vals[0] if all(v == vals[0] for v in vals) else None
 
-    starts = [m.get("start_time") for m in metas if isinstance(m.get("start_time"), (int, float))]
-    ends = [m.get("end_time") for m in metas if isinstance(m.get("end_time"), (int, float))]
-    codes = [m.get("exit_code") for m in metas]
+    starts = [m.start_time for m in infos if m.start_time is not None]
+    ends = [m.end_time for m in infos if m.end_time is not None]
+    codes = [m.exit_code for m in infos]
     unavailable = {}
-    for r in recs:
-        for probe, why in (r.meta.get("probes_unavailable") or {}).items():
+    for m in infos:
+        for probe, why in m.probes_unavailable.items():
             unavailable.setdefault(probe, why)
     return {
-        "schema_version": min(r.schema_version for r in recs),
-        "dpuprof_version": first.get("dpuprof_version"),
+        "schema_version": min(m.schema_version for m in infos),
+        "dpuprof_version": first.dpuprof_version,
         "command": same("command"), "workload": same("workload"), "mode": same("mode"),
-        "host": [m.get("host") for m in metas], "kernel": same("kernel"),
-        "cpu_count": sum(int(m.get("cpu_count") or 1) for m in metas),
-        "sample_freq_hz": same("sample_freq_hz") or first.get("sample_freq_hz"),
-        "interval_s": min(float(m.get("interval_s") or 1.0) for m in metas),
+        "host": [m.host for m in infos], "kernel": same("kernel"),
+        "cpu_count": sum(m.cpu_count or 1 for m in infos),
+        "sample_freq_hz": same("sample_freq_hz") or first.sample_freq_hz,
+        "interval_s": min(float(m.interval_s or 1.0) for m in infos),
         "start_time": min(starts) if starts else None,
-        "end_time": max(ends) if len(ends) == len(metas) else None,
+        "end_time": max(ends) if len(ends) == len(infos) else None,
         "complete": all(r.complete for r in recs),
         "exit_code": next((c for c in codes if c), codes[0]),  # the first failure, else 0
         "category_split": all(r.category_split for r in recs),
@@ -154,9 +155,9 @@ def _node_starts(views: list[RunView]) -> list[float]:
     out = []
     for v in views:
         iv = v.recording.table("intervals")
-        t0 = v.recording.meta.get("start_time")
+        t0 = v.recording.info.start_time
         first = float(iv["t_start"].min()) if not iv.empty else float(t0 or 0.0)
-        out.append(min(float(t0), first) if isinstance(t0, (int, float)) else first)
+        out.append(min(float(t0), first) if t0 is not None else first)
     return out
 
 
@@ -182,15 +183,12 @@ def merge_views(views: list[RunView], why_not_one_job: str | None = None) -> Run
     total = RunView(
         name=f"job ({len(views)} nodes)",
         path=", ".join(v.path for v in views),
-        meta={"host": _hosts([v.meta.get("host") for v in views]), "command": job.meta.get("command"),
-              "cpu_count": job.meta["cpu_count"], "mode": job.meta.get("mode"),
-              "sample_freq_hz": job.meta.get("sample_freq_hz"), "start_time": job.meta.get("start_time"),
-              "complete": job.complete, "exit_code": job.meta.get("exit_code"),
-              "workload_label": views[0].meta.get("workload_label")},
+        meta=replace(job.info, host=_hosts([v.meta.host for v in views])),
+        workload_label=views[0].workload_label,
         summary=summary,
         projection=projection,
         warnings=[],
-        cpu_count=float(job.meta["cpu_count"]),
+        cpu_count=float(job.info.cpu_count),
         duration_s=job.duration_s,
         interval_s=grid,
         category_split=job.category_split,

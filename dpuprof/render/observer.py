@@ -37,7 +37,7 @@ def cost(rec, workload_cpu_s: float) -> dict:
         per = pc.groupby("program")[["runs", "run_ns"]].sum().sort_values("run_ns", ascending=False)
         by_program = [{"program": str(p), "runs": int(r.runs), "run_s": round(float(r.run_ns) / 1e9, 6)}
                       for p, r in per.iterrows()]
-    status = rec.meta.get("probe_cost")
+    status = rec.info.probe_cost
     measured = not pc.empty or status == "measured"
     bpf_s = round(float(pc["run_ns"].sum()) / 1e9, 6) if measured else None
     rc = rec.table("recorder_cpu")

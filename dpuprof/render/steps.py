@@ -132,9 +132,9 @@ def steps_view(rec) -> StepsView | None:
         if not cat.empty else pd.DataFrame()
     per = per.reindex(columns=list(CATEGORIES)).fillna(0.0)
     cpu = apportion(iv, per, t)
-    start = rec.meta.get("start_time")
+    start = rec.info.start_time
     t0 = float(iv["t_start"].min())
-    t0 = min(float(start), t0) if isinstance(start, (int, float)) and not isinstance(start, bool) else t0
+    t0 = min(float(start), t0) if start is not None else t0
     frame = pd.DataFrame({"step": np.arange(len(t) - 1), "t_start": t[:-1], "t_s": t[:-1] - t0,
                           "wall_s": np.diff(t), "cpu_s": cpu.sum(axis=1).to_numpy(),
                           "infra_cpu_s": cpu[list(INFRASTRUCTURE)].sum(axis=1).to_numpy()})

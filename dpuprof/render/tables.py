@@ -103,10 +103,6 @@ def _mechanisms(proj: Projection | None, category: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _hz(v: RunView) -> float:
-    return float(v.meta.get("sample_freq_hz") or 0) or 0.0
-
-
 def vendor_rows(v: RunView) -> list[Row]:
     """The vendor table's rows: cores for AI, infrastructure share, each infrastructure category,
     bytes and IOPS, the modelled all-reduce and the job speedup, measured beside projected."""
@@ -123,7 +119,7 @@ def _cores_row(v: RunView, proj: Projection | None, rows: list[Row]) -> None:
     before = cfa.before_pct if cfa is not None and cfa.before_pct is not None else v.cores_for_ai_pct
     after = cfa.after_pct if cfa is not None else None
     rng = DASH
-    hz = _hz(v)
+    hz = v.meta.sample_freq_hz
     if split and hz and v.capacity_s:
         lo, hi = scaled_share_ci(v.infra_s / v.capacity_s, v.infra_samples, v.capacity_s * hz)
         rng = f"{100 * (1 - hi):.1f}–{100 * (1 - lo):.1f} % (sampling)"
@@ -159,7 +155,7 @@ def _infra_row(v: RunView, proj: Projection | None, rows: list[Row]) -> None:
 
 def _category_rows(v: RunView, proj: Projection | None, rows: list[Row]) -> None:
     """One row per infrastructure category: cores, projected cores, sampling range."""
-    split, dur, hz = v.category_split, v.duration_s or 1.0, _hz(v)
+    split, dur, hz = v.category_split, v.duration_s or 1.0, v.meta.sample_freq_hz
     for c in INFRASTRUCTURE:
         if not split:
             rows.append(Row(f"{c.capitalize()} CPU", "n/a (no category split)"))
@@ -289,8 +285,7 @@ def node_rows(nodes: list[RunView], total: RunView) -> list[list[str]]:
     for v in list(nodes) + [total]:
         dur = v.duration_s or 1.0
         net, io = v.summary.get("net") or {}, v.summary.get("io") or {}
-        host = v.meta.get("host")
-        host = ", ".join(map(str, host)) if isinstance(host, list) else str(host or DASH)
+        host = v.host_text or DASH
         share = fmt_pct(100 * v.infra_s / v.busy_s) if v.category_split and v.busy_s else DASH
         out.append([v.name, host if v is not total else "all", f"{v.cpu_count:g}", f"{v.duration_s:.1f} s",
                     share, fmt_pct(v.cores_for_ai_pct)]

@@ -16,6 +16,7 @@ import pandas as pd
 
 from dpuprof.categories import CATEGORIES, IDLE, INFRASTRUCTURE, NOT_WORK, OBSERVER
 from dpuprof.recording.folded import SEP, escape
+from dpuprof.recording.meta import RecordingMeta
 
 if TYPE_CHECKING:  # annotations only: pydantic is imported when a projection file is read
     from dpuprof.projection.schema import Projection
@@ -33,7 +34,11 @@ IO_COLUMNS = ("net_tx", "net_rx", "disk_read", "disk_write", "read_iops", "write
 class RunView:
     name: str
     path: str
-    meta: dict
+    #: the recording's typed metadata (a job total's: the nodes' combined, ``host`` one per node)
+    meta: RecordingMeta
+    #: how reports name the workload (``workload_label``)
+    workload_label: str
+    #: the summary contract (dpuprof.recording.summary) plus the report's additions (build_view)
     summary: dict
     #: the validated projection file (dpuprof.projection.schema.Projection), or None
     projection: Projection | None
@@ -63,6 +68,18 @@ class RunView:
     #: the job view's per-node rows, spread, stragglers and projections (render/job.py JobView);
     #: None except for a merged job total
     job: object = None
+
+    @property
+    def export_freq_hz(self) -> float:
+        """The frequency stack exports (pprof, speedscope) weigh samples by: the recorded
+        sampling frequency, or 1 Hz (one sample counts as one second) when it is unknown."""
+        return self.meta.sample_freq_hz or 1.0
+
+    @property
+    def host_text(self) -> str | None:
+        """The host line of a header: the host name, or a job's hosts joined by ', '."""
+        host = self.meta.host
+        return ", ".join(map(str, host)) if isinstance(host, list) else host
 
     # Derived figures, all from ``cats`` (host-wide) so merged views stay consistent.
     @property
@@ -162,7 +179,7 @@ def _intervals(rec) -> pd.DataFrame:
     iv = rec.table("intervals").set_index("interval")
     if iv.empty:
         return iv.assign(t_s=[], dt=[])
-    t0 = float(rec.meta.get("start_time") or iv["t_start"].min())
+    t0 = float(rec.info.start_time or iv["t_start"].min())
     t0 = min(t0, float(iv["t_start"].min()))
     return iv.assign(t_s=(iv["t_start"] - t0).round(6), dt=(iv["t_end"] - iv["t_start"]).clip(lower=1e-9))
 
@@ -210,8 +227,7 @@ def _io(rec, iv: pd.DataFrame) -> pd.DataFrame:
 
 def recorder_pid(rec) -> int | None:
     """The recorder's own pid (meta ``recorder_pid``), or None."""
-    pid = rec.meta.get("recorder_pid")
-    return pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
+    return rec.info.recorder_pid
 
 
 def workload_stack_samples(rec) -> pd.DataFrame:
@@ -244,8 +260,8 @@ def stack_table(rec, pids=None) -> pd.DataFrame:
 
 def _warnings(rec, summary: dict) -> list[str]:
     out = []
-    win = rec.meta.get("window")
-    if isinstance(win, dict):
+    win = rec.info.window
+    if win is not None:
         out.append(f"time window {win.get('start_s')}-{win.get('end_s')} s of the recording "
                    f"({win.get('intervals')} intervals): {win.get('how')}")
     duty = rec.meta.get("duty")
@@ -256,10 +272,10 @@ def _warnings(rec, summary: dict) -> list[str]:
     if not rec.complete:
         out.append(f"recording was cut short (the recorder did not finish: killed?); "
                    f"data covers {rec.duration_s:.1f} s up to the last complete interval")
-    code = rec.meta.get("exit_code")
-    if isinstance(code, int) and code != 0:
+    code = rec.info.exit_code
+    if code is not None and code != 0:
         out.append(f"the workload exited with status {code}")
-    for probe, why in sorted((rec.meta.get("probes_unavailable") or {}).items()):
+    for probe, why in sorted(rec.info.probes_unavailable.items()):
         out.append(f"probe {probe} unavailable: {why}")
     from dpuprof.render.losses import from_recording, warning
 
@@ -291,27 +307,25 @@ def _recorder_summary(rec) -> dict | None:
     return {"pid": rpid, "label": RECORDER_LABEL, "cpu_s": round(own, 6)}
 
 
-def workload_label(meta: dict) -> str:
+def workload_label(meta: RecordingMeta) -> str:
     """How reports name the workload: the command line (``(host-wide)`` added for ``-a -- CMD``),
     ``every process (system-wide)``, ``attached to pid N (its command line)`` or ``cgroup PATH``;
     from the recording's ``workload``, ``command``, ``attached`` and ``cgroup`` metadata."""
     import shlex
 
-    kind = meta.get("workload") or "command"
+    kind = meta.workload
     if kind == "system-wide":
         return "every process (system-wide)"
     if kind == "attach":
         parts = []
-        for a in meta.get("attached") or []:
-            if isinstance(a, dict):
-                what = a.get("cmdline") or a.get("comm")
-                parts.append(f"pid {a.get('pid')}" + (f" ({what})" if what else ""))
+        for a in meta.attached:
+            what = a.get("cmdline") or a.get("comm")
+            parts.append(f"pid {a.get('pid')}" + (f" ({what})" if what else ""))
         return "attached to " + (", ".join(parts) or "running processes")
     if kind == "cgroup":
-        return f"cgroup {meta.get('cgroup')}"
-    cmd = meta.get("command")
-    cmd = shlex.join(map(str, cmd)) if isinstance(cmd, list) else str(cmd or "")
-    return cmd + (" (host-wide)" if cmd and meta.get("system_wide") is True else "")
+        return f"cgroup {meta.cgroup}"
+    cmd = shlex.join(map(str, meta.command)) if meta.command is not None else ""
+    return cmd + (" (host-wide)" if cmd and meta.system_wide else "")
 
 
 def build_view(rec, projection: Projection | None = None, projection_warnings=(), name: str | None = None) -> RunView:
@@ -327,25 +341,23 @@ def build_view(rec, projection: Projection | None = None, projection_warnings=()
     summary["recorder"] = _recorder_summary(rec)
     # beside the losses: what the recorder's own probes and process cost (render/observer.py)
     summary["observer_cost"] = observer_cost(rec, summary["workload_cpu"]["total_s"])
-    if rec.meta.get("window"):
-        summary["window"] = rec.meta["window"]
+    if rec.info.window:
+        summary["window"] = rec.info.window
     split = rec.category_split
     iv = _intervals(rec)
     cat = rec.table("cpu_category") if split else rec.table("cpu_category").iloc[0:0]
     busy = cat[~cat["category"].isin(NOT_WORK)]
     subcats = busy.groupby("subcategory")["cpu_s"].sum().sort_values(ascending=False).astype(float)
-    interval_s = float(rec.meta.get("interval_s") or (iv["dt"].median() if not iv.empty else 1.0))
+    interval_s = float(rec.info.interval_s or (iv["dt"].median() if not iv.empty else 1.0))
     return RunView(
         name=name or rec.name,
         path=str(rec.path),
-        meta={k: rec.meta.get(k) for k in ("host", "kernel", "cpu_model", "cpu_count", "command", "mode",
-                                           "sample_freq_hz", "dpuprof_version", "start_time",
-                                           "complete", "exit_code", "window")}
-        | {"workload_label": workload_label(rec.meta)},
+        meta=rec.info,
+        workload_label=workload_label(rec.info),
         summary=summary,
         projection=projection,
         warnings=_warnings(rec, summary) + list(projection_warnings),
-        cpu_count=float(rec.meta.get("cpu_count") or 1),
+        cpu_count=float(rec.info.cpu_count or 1),
         duration_s=rec.duration_s,
         interval_s=interval_s if interval_s > 0 else 1.0,
         category_split=split,

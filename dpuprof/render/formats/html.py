@@ -19,7 +19,6 @@ import datetime as _dt
 import hashlib
 import json
 import math
-import shlex
 import struct
 from functools import lru_cache
 
@@ -115,21 +114,14 @@ def figure(title: str, caption: str, png: bytes, key: str) -> dict:
 def meta_items(v: RunView) -> list[dict]:
     """The run's description line as items ``{before, text, wrap}`` (wrap: "code", "b" or "")."""
     m = v.meta
-    cmd = m.get("command")
-    if isinstance(cmd, list):
-        cmd = shlex.join(str(c) for c in cmd)
-    cmd = m.get("workload_label") or cmd
-    start = m.get("start_time")
     when = ""
-    if isinstance(start, (int, float)) and math.isfinite(start):
-        when = _dt.datetime.fromtimestamp(start, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    host = m.get("host")
-    host = ", ".join(map(str, host)) if isinstance(host, list) else host
+    if m.start_time is not None:  # the reader refuses NaN and infinity
+        when = _dt.datetime.fromtimestamp(m.start_time, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     dpu = v.projection.dpu.name if v.projection is not None else None
-    items = [("", cmd, "code"), ("host ", host, ""), ("kernel ", m.get("kernel"), ""),
-             ("", f"{v.cpu_count:g} CPUs" + (f" ({m.get('cpu_model')})" if m.get("cpu_model") else ""), ""),
-             ("", f"{v.duration_s:.1f} s", ""), ("mode ", m.get("mode"), ""),
-             ("", f"{float(m.get('sample_freq_hz') or 0):g} Hz sampling" if m.get("sample_freq_hz") else "", ""),
+    items = [("", v.workload_label, "code"), ("host ", v.host_text, ""), ("kernel ", m.kernel, ""),
+             ("", f"{v.cpu_count:g} CPUs" + (f" ({m.cpu_model})" if m.cpu_model else ""), ""),
+             ("", f"{v.duration_s:.1f} s", ""), ("mode ", m.mode, ""),
+             ("", f"{m.sample_freq_hz:g} Hz sampling" if m.sample_freq_hz else "", ""),
              ("", when, ""), ("file ", str(v.path), ""), ("projected for ", dpu, "b")]
     return [{"before": before, "text": str(text), "wrap": wrap} for before, text, wrap in items if text]
 

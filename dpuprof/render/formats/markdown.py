@@ -32,14 +32,8 @@ def table(header: list[str], rows: list[list[str]], right=()) -> str:
 
 def _run(v: RunView, level: str = "##") -> list[str]:
     out = []
-    cmd = v.meta.get("command")
-    if isinstance(cmd, list):
-        cmd = " ".join(map(str, cmd))
-    cmd = v.meta.get("workload_label") or cmd
-    host = v.meta.get("host")
-    host = ", ".join(map(str, host)) if isinstance(host, list) else host
-    out.append(md(f"{cmd or ''} — host {host}, {v.cpu_count:g} CPUs, {v.duration_s:.1f} s, "
-                  f"mode {v.meta.get('mode')}"))
+    out.append(md(f"{v.workload_label} — host {v.host_text}, {v.cpu_count:g} CPUs, {v.duration_s:.1f} s, "
+                  f"mode {v.meta.mode}"))
     if v.warnings:
         out += ["", "> **Notes**"] + [f"> - {md(w)}" for w in v.warnings]
     out += ["", f"{level} Measured, not claimed", "",

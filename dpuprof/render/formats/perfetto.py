@@ -74,8 +74,7 @@ class _Clock:
     """Interval times of one recording (unix s, plus the stored clock offset)."""
 
     def __init__(self, rec):
-        off = rec.meta.get("clock_offset_s")
-        self.offset = float(off) if isinstance(off, (int, float)) and not isinstance(off, bool) else 0.0
+        self.offset = rec.info.clock_offset_s
         iv = rec.table("intervals").sort_values("interval").set_index("interval")
         self.iv = iv.assign(dt=(iv["t_end"] - iv["t_start"]).clip(lower=1e-9),
                             t_start=iv["t_start"] + self.offset, t_end=iv["t_end"] + self.offset)
@@ -84,7 +83,7 @@ class _Clock:
 
 def _host_events(v: RunView, rec, clock: _Clock, pid: int) -> list[dict]:
     iv = clock.iv
-    host = v.meta.get("host") or "host"
+    host = v.host_text or "host"
     events = [_meta("process_name", pid, pid, name=f"HOST: {host} (dpuprof {v.name})"),
               _meta("process_sort_index", pid, pid, sort_index=-1)]
     tl = v.timeline.reset_index(drop=True)

@@ -72,7 +72,7 @@ def build_profile(report: Report):
     except ImportError:
         raise UserError("--format pprof needs the protobuf package: pip install protobuf") from None
     v = report.main
-    hz = float(v.meta.get("sample_freq_hz") or 0) or 1.0
+    hz = v.export_freq_hz
     period = int(round(1e9 / hz))
     prof = profile_class()()
     s = _Strings(prof.string_table)
@@ -80,7 +80,7 @@ def build_profile(report: Report):
         prof.sample_type.add(type=s(name), unit=s("count" if name == "samples" else "nanoseconds"))
     prof.default_sample_type = s("cpu")
     prof.period_type.type, prof.period_type.unit, prof.period = s("cpu"), s("nanoseconds"), period
-    start = v.meta.get("start_time")
+    start = v.meta.start_time
     if v.recording is not None and not v.recording.table("intervals").empty:
         start = float(v.recording.table("intervals")["t_start"].min())  # the window's start with --time
     if isinstance(start, (int, float)):

@@ -44,7 +44,7 @@ def _profile(name: str, stacks: pd.DataFrame, hz: float, frames, index) -> dict:
 
 
 def _profiles(v: RunView, label: str, frames, index) -> list[dict]:
-    hz = float(v.meta.get("sample_freq_hz") or 0) or 1.0
+    hz = v.export_freq_hz
     out = [_profile(f"{label}all busy CPU", v.stacks, hz, frames, index)]
     for cat in INFRASTRUCTURE:
         part = v.stacks[v.stacks["category"] == cat]

@@ -6,7 +6,6 @@ hostile process name cannot send escape sequences to the user's terminal.
 
 from __future__ import annotations
 
-import shlex
 
 from dpuprof.categories import CATEGORIES
 from dpuprof.render import tables as T
@@ -36,13 +35,10 @@ def text_table(header: list[str], rows: list[list[str]], right=(), max_w: int = 
 
 
 def header(v: RunView, st: Style, title: str) -> list:
-    cmd = v.meta.get("command")
-    cmd = v.meta.get("workload_label") or (shlex.join(map(str, cmd)) if isinstance(cmd, list) else (cmd or ""))
-    host = v.meta.get("host")
-    host = ", ".join(map(str, host)) if isinstance(host, list) else host
+    cmd = v.workload_label
     lines = [st.bold(clean(title)),
              clean(f"  {cmd}") if cmd else "",
-             clean(f"  host {host} · {v.cpu_count:g} CPUs · {v.duration_s:.1f} s · mode {v.meta.get('mode')}")]
+             clean(f"  host {v.host_text} · {v.cpu_count:g} CPUs · {v.duration_s:.1f} s · mode {v.meta.mode}")]
     for w in v.warnings:
         lines.append(st.warn(clean(f"  ! {w}")))
     return [ln for ln in lines if ln]

@@ -1,0 +1,89 @@
+"""The recording's metadata as one typed object, built once when a Recording is made.
+
+``Recording.meta`` stays the raw dict (every key as stored, unknown ones included, for tools and
+the projection's inputs); ``Recording.info`` is this ``RecordingMeta``: the keys the summary and
+the report draw, each with its type and an explicit default for a file that lacks it (older
+schema versions, fixtures, a combined job recording). The reader has already checked the types of
+the keys it knows (reader ``_META_CHECKS``); the shapes it does not check (``attached``, ``job``,
+``window``, ``gpu``) are normalised here, once, so no renderer guards them again.
+Units: seconds (``_s``, ``interval_s``), unix seconds (``start_time``, ``end_time``), Hz.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class RecordingMeta:
+    schema_version: int = 1
+    dpuprof_version: str | None = None
+    #: the host name; a combined job recording (render/merge.py) holds one per node, or a line
+    host: str | list | None = None
+    kernel: str | None = None
+    cpu_model: str | None = None
+    #: None when the recorder did not say (a report counts it as 1 CPU)
+    cpu_count: int | None = None
+    command: list[str] | None = None
+    #: what in_workload marks: "command", "attach", "cgroup" or "system-wide"
+    workload: str = "command"
+    system_wide: bool = False
+    #: -p: [{pid, comm, cmdline}] (entries that are not objects dropped)
+    attached: list[dict] = field(default_factory=list)
+    cgroup: str | None = None
+    mode: str | None = None
+    #: stack sampling frequency; 0 when unknown (psutil mode, old files)
+    sample_freq_hz: float = 0.0
+    interval_s: float | None = None
+    start_time: float | None = None
+    end_time: float | None = None
+    complete: bool = False
+    exit_code: int | None = None
+    #: False for --probes psutil (no classified samples)
+    category_split: bool = True
+    probes_unavailable: dict[str, str] = field(default_factory=dict)
+    recorder_pid: int | None = None
+    #: "measured" or "unavailable: <reason>" (schema v5), else None
+    probe_cost: str | None = None
+    #: --time: {start_s, end_s, intervals, how} of the part kept (render/timewindow.py)
+    window: dict | None = None
+    #: {job_id, job_id_source, host, ...}: which job's node this is (record/metadata.py)
+    job: dict = field(default_factory=dict)
+    #: {available, reason, devices}: whether NVML found a GPU
+    gpu: dict = field(default_factory=dict)
+    #: seconds added to the recorded interval times to put them on the wall clock
+    clock_offset_s: float = 0.0
+
+    @classmethod
+    def from_dict(cls, meta: dict) -> "RecordingMeta":
+        """The typed metadata of the raw ``meta`` dict (missing keys take the defaults above)."""
+        def obj(key) -> dict:
+            value = meta.get(key)
+            return value if isinstance(value, dict) else {}
+
+        pid = meta.get("recorder_pid")
+        return cls(
+            schema_version=int(meta.get("schema_version") or 1),
+            dpuprof_version=meta.get("dpuprof_version"), host=meta.get("host"), kernel=meta.get("kernel"),
+            cpu_model=meta.get("cpu_model"),
+            cpu_count=None if meta.get("cpu_count") is None else int(meta["cpu_count"]),
+            command=meta.get("command"), workload=meta.get("workload") or "command",
+            system_wide=meta.get("system_wide") is True,
+            attached=[a for a in meta.get("attached") or [] if isinstance(a, dict)],
+            cgroup=meta.get("cgroup"), mode=meta.get("mode"),
+            sample_freq_hz=float(meta.get("sample_freq_hz") or 0),
+            interval_s=meta.get("interval_s"), start_time=meta.get("start_time"), end_time=meta.get("end_time"),
+            # an explicit null counts as false, as it always has (bool(None))
+            complete=bool(meta.get("complete", False)), exit_code=meta.get("exit_code"),
+            category_split=bool(meta.get("category_split", True)),
+            probes_unavailable=dict(meta.get("probes_unavailable") or {}),
+            recorder_pid=pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None,
+            probe_cost=meta.get("probe_cost") if isinstance(meta.get("probe_cost"), str) else None,
+            window=meta.get("window") if isinstance(meta.get("window"), dict) else None,
+            job=obj("job"), gpu=obj("gpu"), clock_offset_s=_number(meta.get("clock_offset_s")) or 0.0,
+        )
+
+
+def _number(value) -> float | None:
+    """``value`` as a float when it is a number (not a bool), else None."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
