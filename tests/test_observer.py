@@ -160,7 +160,7 @@ def test_older_recordings_read_without_cost_or_observer(fixture_copy):
 
 def test_report_shows_the_three_costs_as_shares_of_workload_cpu(synth):
     v = build_view(load(synth))
-    c = v.summary["observer_cost"]
+    c = v.summary.contract["observer_cost"]
     assert c["workload_cpu_s"] == pytest.approx(1.6)
     assert c["observer_s"] == pytest.approx(0.5) and c["observer_share"] == pytest.approx(0.5 / 1.6, abs=1e-6)
     assert c["bpf_run_s"] == pytest.approx(0.08) and c["bpf_run_share"] == pytest.approx(0.05, abs=1e-6)

@@ -150,7 +150,7 @@ def test_job_view_per_node_rows_spread_and_straggler(src, tmp_path):
     total, jv = rep.total, rep.total.job
     singles = [summarize(load(p)) for p in nodes]
     # summarised once from the merged tables, yet the amounts are the nodes' sums
-    s = total.summary
+    s = total.summary.contract
     assert s["host"] == ["h0", "h1", "h2"] and s["cpu_count"] == sum(x["cpu_count"] for x in singles)
     for cat, value in s["host_cpu"]["by_category"].items():
         assert math.isclose(value, sum(x["host_cpu"]["by_category"][cat] for x in singles), abs_tol=1e-5)

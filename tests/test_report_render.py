@@ -312,7 +312,7 @@ def test_speedscope_validates_and_weights_add_up(synth):
     doc = json.loads(render(report_for(synth), "speedscope").main)
     jsonschema.validate(doc, SPEEDSCOPE_SCHEMA)
     rep = report_for(synth)
-    hz = rep.main.meta["sample_freq_hz"]
+    hz = rep.main.meta.sample_freq_hz
     everything = doc["profiles"][0]
     assert everything["unit"] == "seconds"
     assert math.isclose(sum(everything["weights"]), rep.main.stacks["samples"].sum() / hz, rel_tol=1e-6)
@@ -450,7 +450,7 @@ def check_merge_doubles(path: Path) -> None:
     rep = report_for(path, path, mode="merge")
     total = rep.total
     assert rep.kind == "merge" and len(total.nodes) == 2
-    s1, s2 = one.summary, total.summary
+    s1, s2 = one.summary.contract, total.summary.contract
     # the job summary rounds its sums to 6 decimals once, a node's summary its own: 2 x round(x)
     # and round(2 x) may differ by one unit in the 6th decimal, hence abs_tol=2e-6
     assert s2["cpu_count"] == 2 * s1["cpu_count"]

@@ -18,7 +18,7 @@ from dpuprof.render.losses import losses  # noqa: E402
 
 
 def _totals(rep) -> dict:
-    s = rep.main.summary
+    s = rep.main.summary.contract
     out = {f"host.{c}": s["host_cpu"]["by_category"][c] for c in CATEGORIES}
     out |= {f"wl.{c}": s["workload_cpu"]["by_category"][c] for c in CATEGORIES}
     out |= {"idle": s["host_cpu"]["idle_s"], "duration": s["duration_s"], "tx": s["net"]["tx_bytes"],
@@ -39,7 +39,7 @@ def test_adjacent_windows_add_up(fixture):
         assert sum(g.get(key, 0) for g in got) == pytest.approx(value, rel=1e-9, abs=1e-5), key
     ids = [set(p.runs[0].recording.table("intervals")["interval"]) for p in parts]
     assert not (ids[0] & ids[1]) and not (ids[1] & ids[2])
-    assert all(p.main.summary["window"]["intervals"] > 0 for p in parts)
+    assert all(p.main.summary.window["intervals"] > 0 for p in parts)
 
 
 def test_steady_window_is_named_in_every_format(tmp_path):
@@ -47,7 +47,7 @@ def test_steady_window_is_named_in_every_format(tmp_path):
     if fixture is None:
         pytest.skip("no fixture")
     rep = build_report([fixture], time_range="steady")
-    win = rep.main.summary["window"]
+    win = rep.main.summary.window
     assert 0 < win["intervals"] < len(load(fixture).table("intervals"))
     assert json.loads(render(rep, "json").main)["window"] == win
     for fmt in ("terminal", "markdown", "html"):
@@ -91,7 +91,7 @@ def test_losses_are_shares_of_what_they_affect_worst_first():
 @pytest.mark.parametrize("fixture", FIXTURE_PARAMS)
 def test_every_format_shows_the_worst_loss_first(fixture, tmp_path):
     rep = report_for(fixture)
-    shares = rep.main.summary["lost_shares"]
+    shares = rep.main.summary.lost_shares
     assert shares and shares == sorted(shares, key=lambda x: (x["share"] is None, -(x["share"] or 0), -x["count"], x["kind"]))
     worst = shares[0]
     assert json.loads(render(rep, "json").main)["lost_shares"][0] == worst
@@ -123,12 +123,12 @@ def test_the_recorder_is_left_out_of_every_stack_view(fixture, tmp_path):
         assert comm not in {f["name"] for f in speed["shared"]["frames"]}
         assert f">{comm}<" not in render(rep, "html").main.decode().split("svg class=\"flame", 1)[-1]
     # still counted in host CPU, under its own label
-    assert rep.main.summary["recorder"]["cpu_s"] > 0
+    assert rep.main.summary.contract["recorder"]["cpu_s"] > 0
     assert "dpuprof recorder" in render(rep, "terminal").main.decode()
 
 
 def test_a_windowed_report_leaves_the_whole_run_projection_out(synth):
     rep = build_report([synth], time_range="0:5")
-    assert rep.main.projection is None and "projection" not in rep.main.summary
+    assert rep.main.projection is None and "projection" not in rep.main.summary.contract
     assert any("projection is left out" in w for w in rep.main.warnings)
     assert build_report([synth]).main.projection is not None

@@ -27,6 +27,7 @@ from dpuprof.render.observer import cost as observer_cost, line as observer_line
 from dpuprof.errors import UserError
 from dpuprof.recording.reader import Recording
 from dpuprof.recording.schema import TABLES
+from dpuprof.render.run_summary import RunSummary
 from dpuprof.render.view import RECORDER_LABEL, RunView, _cat_totals, recorder_pid
 
 #: Above Linux's largest pid (PID_MAX_LIMIT, 2**22 on 64-bit), so offset pids never collide.
@@ -185,7 +186,7 @@ def merge_views(views: list[RunView], why_not_one_job: str | None = None) -> Run
         path=", ".join(v.path for v in views),
         meta=replace(job.info, host=_hosts([v.meta.host for v in views])),
         workload_label=views[0].workload_label,
-        summary=summary,
+        summary=RunSummary.of(summary),  # the same dict: the job key is added below
         projection=projection,
         warnings=[],
         cpu_count=float(job.info.cpu_count),

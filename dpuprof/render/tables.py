@@ -176,20 +176,20 @@ def _category_rows(v: RunView, proj: Projection | None, rows: list[Row]) -> None
 def _bytes_rows(v: RunView, proj: Projection | None, rows: list[Row]) -> None:
     """Network bytes, storage bytes and IOPS: a DPU moves the same ones."""
     dur = v.duration_s or 1.0
-    net, io = v.summary.get("net") or {}, v.summary.get("io") or {}
-    tx, rx = float(net.get("tx_bytes") or 0), float(net.get("rx_bytes") or 0)
+    s = v.summary
+    tx, rx = float(s.tx_bytes), float(s.rx_bytes)
     rows.append(Row("Network bytes moved", f"{fmt_bytes(tx + rx)} (tx {fmt_bytes(tx)}, rx {fmt_bytes(rx)}; "
                     f"{fmt_rate((tx + rx) / dur)})", "same bytes", "±0 %",
                     f"peak {fmt_rate(float((v.io['net_tx'] + v.io['net_rx']).max() or 0))}" if not v.io.empty else DASH,
-                    [f"counted by {net.get('source', '?')}; a DPU moves the same bytes and changes who "
+                    [f"counted by {s.net_source}; a DPU moves the same bytes and changes who "
                      "spends the CPU on them"]))
-    rd, wr = float(io.get("read_bytes") or 0), float(io.get("write_bytes") or 0)
+    rd, wr = float(s.read_bytes), float(s.write_bytes)
     rows.append(Row("Storage bytes moved", f"{fmt_bytes(rd + wr)} (read {fmt_bytes(rd)}, write {fmt_bytes(wr)}; "
                     f"{fmt_rate((rd + wr) / dur)})", "same bytes", "±0 %",
                     f"peak {fmt_rate(float((v.io['disk_read'] + v.io['disk_write']).max() or 0))}"
                     if not v.io.empty else DASH,
-                    [f"counted by {io.get('source', '?')}"], VENDOR["storage"]))
-    ios = float(io.get("read_ios") or 0) + float(io.get("write_ios") or 0)
+                    [f"counted by {s.io_source}"], VENDOR["storage"]))
+    ios = float(s.ios)
     rows.append(Row("IOPS", f"{ios / dur:,.0f} IO/s ({ios:,.0f} IOs)", "same IOs", "±0 %",
                     f"peak {float((v.io['read_iops'] + v.io['write_iops']).max() or 0):,.0f} IO/s"
                     if not v.io.empty else DASH, ["block-layer completions, all devices"]))
@@ -265,14 +265,9 @@ SUBCATEGORY_HEADER = ["Subcategory", "CPU s", "Share of busy"]
 
 def process_rows(v: RunView, limit: int = 10) -> list[list[str]]:
     out = []
-    for p in (v.summary.get("processes") or [])[:limit]:
-        cats = p.get("by_category") or {}
-        infra = sum(float(cats.get(c) or 0) for c in INFRASTRUCTURE)
-        name = str(p.get("comm") or "")
-        if p.get("node"):
-            name = f"{p['node']}: {name}"
-        out.append([str(p.get("pid")), name, f"{float(p.get('cpu_s') or 0):.2f}",
-                    f"{infra:.2f}" if p.get("by_category") is not None else DASH])
+    for p in v.summary.processes[:limit]:
+        name = f"{p.node}: {p.comm}" if p.node else p.comm
+        out.append([str(p.pid), name, f"{p.cpu_s:.2f}", DASH if p.infra_s is None else f"{p.infra_s:.2f}"])
     return out
 
 
@@ -284,14 +279,12 @@ def node_rows(nodes: list[RunView], total: RunView) -> list[list[str]]:
     out = []
     for v in list(nodes) + [total]:
         dur = v.duration_s or 1.0
-        net, io = v.summary.get("net") or {}, v.summary.get("io") or {}
         host = v.host_text or DASH
         share = fmt_pct(100 * v.infra_s / v.busy_s) if v.category_split and v.busy_s else DASH
         out.append([v.name, host if v is not total else "all", f"{v.cpu_count:g}", f"{v.duration_s:.1f} s",
                     share, fmt_pct(v.cores_for_ai_pct)]
                    + [fmt_num(float(v.cats.loc[c, "cpu_s"]) / dur) for c in INFRASTRUCTURE]
-                   + [fmt_bytes(float(net.get("tx_bytes") or 0) + float(net.get("rx_bytes") or 0)),
-                      fmt_bytes(float(io.get("read_bytes") or 0) + float(io.get("write_bytes") or 0))])
+                   + [fmt_bytes(float(v.summary.net_bytes)), fmt_bytes(float(v.summary.disk_bytes))])
     return out
 
 

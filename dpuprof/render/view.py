@@ -9,6 +9,7 @@ tables; a job of several nodes adds a merged view, built from the nodes' tables 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,7 @@ import pandas as pd
 from dpuprof.categories import CATEGORIES, IDLE, INFRASTRUCTURE, NOT_WORK, OBSERVER
 from dpuprof.recording.folded import SEP, escape
 from dpuprof.recording.meta import RecordingMeta
+from dpuprof.render.run_summary import RunSummary
 
 if TYPE_CHECKING:  # annotations only: pydantic is imported when a projection file is read
     from dpuprof.projection.schema import Projection
@@ -38,8 +40,9 @@ class RunView:
     meta: RecordingMeta
     #: how reports name the workload (``workload_label``)
     workload_label: str
-    #: the summary contract (dpuprof.recording.summary) plus the report's additions (build_view)
-    summary: dict
+    #: the summary contract (dpuprof.recording.summary, plus the report's additions: build_view)
+    #: and the figures the tables read from it
+    summary: RunSummary
     #: the validated projection file (dpuprof.projection.schema.Projection), or None
     projection: Projection | None
     warnings: list[str]
@@ -81,8 +84,9 @@ class RunView:
         host = self.meta.host
         return ", ".join(map(str, host)) if isinstance(host, list) else host
 
-    # Derived figures, all from ``cats`` (host-wide) so merged views stay consistent.
-    @property
+    # Derived figures, all from ``cats`` (host-wide) so merged views stay consistent; each is
+    # computed once, on first use (``cats`` is not changed after the view is built).
+    @cached_property
     def capacity_s(self) -> float:
         """CPU seconds available: all cores for the whole recording (summed over a cluster's nodes,
         which need not have run equally long)."""
@@ -90,19 +94,19 @@ class RunView:
             return sum(n.capacity_s for n in self.nodes)
         return self.cpu_count * self.duration_s
 
-    @property
+    @cached_property
     def busy_s(self) -> float:
         return float(self.cats.loc[list(CATEGORIES), "cpu_s"].sum())
 
-    @property
+    @cached_property
     def busy_samples(self) -> float:
         return float(self.cats.loc[list(CATEGORIES), "samples"].sum())
 
-    @property
+    @cached_property
     def infra_s(self) -> float:
         return float(self.cats.loc[list(INFRASTRUCTURE), "cpu_s"].sum())
 
-    @property
+    @cached_property
     def infra_samples(self) -> float:
         return float(self.cats.loc[list(INFRASTRUCTURE), "samples"].sum())
 
@@ -110,7 +114,7 @@ class RunView:
         """Average cores used by ``category`` over the recording."""
         return float(self.cats.loc[category, "cpu_s"]) / self.duration_s if self.duration_s else 0.0
 
-    @property
+    @cached_property
     def cores_for_ai_pct(self) -> float | None:
         """Share of host CPU capacity not consumed by infrastructure work (measured)."""
         if not self.category_split or not self.capacity_s:
@@ -354,7 +358,7 @@ def build_view(rec, projection: Projection | None = None, projection_warnings=()
         path=str(rec.path),
         meta=rec.info,
         workload_label=workload_label(rec.info),
-        summary=summary,
+        summary=RunSummary.of(summary),
         projection=projection,
         warnings=_warnings(rec, summary) + list(projection_warnings),
         cpu_count=float(rec.info.cpu_count or 1),

@@ -143,10 +143,8 @@ def kpis(v: RunView) -> list[tuple[str, str]]:
         rng = f" (model bounds {low:.2f}–{'∞' if high is None else f'{high:.2f}'})" if low is not None else ""
         regime = f"; regime: {sp.regime}" if sp.regime is not None else ""
         items.append(("unbounded" if exp is None else f"{exp:.2f}x", f"expected job speedup{rng}{regime}"))
-    net = v.summary.get("net") or {}
-    items.append((T.fmt_bytes(float(net.get("tx_bytes") or 0) + float(net.get("rx_bytes") or 0)), "network bytes"))
-    io = v.summary.get("io") or {}
-    items.append((T.fmt_bytes(float(io.get("read_bytes") or 0) + float(io.get("write_bytes") or 0)), "storage bytes"))
+    items.append((T.fmt_bytes(float(v.summary.net_bytes)), "network bytes"))
+    items.append((T.fmt_bytes(float(v.summary.disk_bytes)), "storage bytes"))
     return items
 
 

@@ -13,7 +13,7 @@ MAX_STEP_ROWS = 500
 
 def window_text(v: RunView) -> str:
     """One line: which part of the recording the report covers, and how it was chosen."""
-    win = v.meta.window or v.summary.get("window")
+    win = v.meta.window or v.summary.window
     if not isinstance(win, dict):
         return (f"Window: the whole run, 0–{v.duration_s:.1f} s, start-up included "
                 "(dpuprof report --time START:END or --time steady narrows it).")

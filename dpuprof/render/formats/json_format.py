@@ -22,12 +22,13 @@ from dpuprof.render.output import Rendered
 def summary_data(v) -> dict:
     """A view's summary with its projection (the Projection as JSON), before the job view's
     ``job`` key where there is one: the order the contract has always printed."""
+    contract = v.summary.contract
     if v.projection is None:
-        return v.summary
-    out = {k: x for k, x in v.summary.items() if k != "job"}
+        return contract
+    out = {k: x for k, x in contract.items() if k != "job"}
     out["projection"] = v.projection.as_json()
-    if "job" in v.summary:
-        out["job"] = v.summary["job"]
+    if "job" in contract:
+        out["job"] = contract["job"]
     return out
 
 

@@ -243,8 +243,8 @@ def trace(report: Report) -> dict:
                          "clock": "ts: microseconds since the Unix epoch (the recorder's time.time())",
                          "pid_shift": {v.name: k * PID_STRIDE for k, v in enumerate(report.runs)},
                          # the data lost, as shares of what each loss affects, worst first
-                         "lost_shares": {v.name: v.summary.get("lost_shares", []) for v in report.runs},
-                         "window": {v.name: v.summary["window"] for v in report.runs if v.summary.get("window")}}}
+                         "lost_shares": {v.name: v.summary.lost_shares for v in report.runs},
+                         "window": {v.name: v.summary.window for v in report.runs if v.summary.window}}}
 
 
 def render(report: Report, *, stem: str | None = None, progress=None, color: bool = False) -> Rendered:
