@@ -15,6 +15,28 @@ from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
+class WindowMeta:
+    """--time: the part of the recording kept (seconds from its start) and how it was chosen
+    (``dpuprof.recording.window.Window.as_dict``, set by render/timewindow.py)."""
+
+    start_s: float
+    end_s: float
+    intervals: int
+    how: str
+
+    def as_dict(self) -> dict:
+        return {"start_s": self.start_s, "end_s": self.end_s, "intervals": self.intervals, "how": self.how}
+
+    @classmethod
+    def from_dict(cls, win) -> "WindowMeta | None":
+        """The window of meta ``window``, None when there is none (or it is not an object)."""
+        if not isinstance(win, dict):
+            return None
+        return cls(start_s=float(win.get("start_s") or 0.0), end_s=float(win.get("end_s") or 0.0),
+                   intervals=int(win.get("intervals") or 0), how=str(win.get("how") or ""))
+
+
+@dataclass(frozen=True)
 class RecordingMeta:
     schema_version: int = 1
     dpuprof_version: str | None = None
@@ -46,7 +68,7 @@ class RecordingMeta:
     #: "measured" or "unavailable: <reason>" (schema v5), else None
     probe_cost: str | None = None
     #: --time: {start_s, end_s, intervals, how} of the part kept (render/timewindow.py)
-    window: dict | None = None
+    window: WindowMeta | None = None
     #: {job_id, job_id_source, host, ...}: which job's node this is (record/metadata.py)
     job: dict = field(default_factory=dict)
     #: {available, reason, devices}: whether NVML found a GPU
@@ -79,7 +101,7 @@ class RecordingMeta:
             probes_unavailable=dict(meta.get("probes_unavailable") or {}),
             recorder_pid=pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None,
             probe_cost=meta.get("probe_cost") if isinstance(meta.get("probe_cost"), str) else None,
-            window=meta.get("window") if isinstance(meta.get("window"), dict) else None,
+            window=WindowMeta.from_dict(meta.get("window")),
             job=obj("job"), gpu=obj("gpu"), clock_offset_s=_number(meta.get("clock_offset_s")) or 0.0,
         )
 

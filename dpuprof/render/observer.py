@@ -47,7 +47,7 @@ def cost(rec, workload_cpu_s: float) -> dict:
         "observer_s": round(observer_s, 6), "observer_share": _share(observer_s, workload_cpu_s),
         "bpf_run_s": bpf_s, "bpf_run_share": _share(bpf_s, workload_cpu_s),
         "bpf_runs": int(pc["runs"].sum()) if measured else None,
-        "probe_cost": status if isinstance(status, str) else None,
+        "probe_cost": status,
         "recorder_process_s": own_s, "recorder_process_share": _share(own_s, workload_cpu_s),
         "by_program": by_program,
     }

@@ -266,8 +266,7 @@ def _warnings(rec, summary: dict) -> list[str]:
     out = []
     win = rec.info.window
     if win is not None:
-        out.append(f"time window {win.get('start_s')}-{win.get('end_s')} s of the recording "
-                   f"({win.get('intervals')} intervals): {win.get('how')}")
+        out.append(f"time window {win.start_s}-{win.end_s} s of the recording ({win.intervals} intervals): {win.how}")
     duty = rec.meta.get("duty")
     if isinstance(duty, dict):
         out.append(f"duty cycle: {duty.get('on_s'):g} s recorded of every {duty.get('period_s'):g} s, the probes "
@@ -345,8 +344,8 @@ def build_view(rec, projection: Projection | None = None, projection_warnings=()
     summary["recorder"] = _recorder_summary(rec)
     # beside the losses: what the recorder's own probes and process cost (render/observer.py)
     summary["observer_cost"] = observer_cost(rec, summary["workload_cpu"]["total_s"])
-    if rec.info.window:
-        summary["window"] = rec.info.window
+    if rec.info.window is not None:
+        summary["window"] = rec.info.window.as_dict()
     split = rec.category_split
     iv = _intervals(rec)
     cat = rec.table("cpu_category") if split else rec.table("cpu_category").iloc[0:0]

@@ -13,12 +13,12 @@ MAX_STEP_ROWS = 500
 
 def window_text(v: RunView) -> str:
     """One line: which part of the recording the report covers, and how it was chosen."""
-    win = v.meta.window or v.summary.window
-    if not isinstance(win, dict):
+    win = v.meta.window
+    if win is None:
         return (f"Window: the whole run, 0–{v.duration_s:.1f} s, start-up included "
                 "(dpuprof report --time START:END or --time steady narrows it).")
-    span = f"{win.get('start_s')}–{win.get('end_s')} s of the recording ({win.get('intervals')} intervals)"
-    how = str(win.get("how") or "")
+    span = f"{win.start_s}–{win.end_s} s of the recording ({win.intervals} intervals)"
+    how = win.how
     if how.startswith("--time"):
         return f"Window: {span}, {how}."
     return f"Window: steady state (--time steady), {span}; chosen by {how}."

@@ -83,7 +83,7 @@ def build_profile(report: Report):
     start = v.meta.start_time
     if v.recording is not None and not v.recording.table("intervals").empty:
         start = float(v.recording.table("intervals")["t_start"].min())  # the window's start with --time
-    if isinstance(start, (int, float)):
+    if start is not None:
         prof.time_nanos = int(start * 1e9)
     prof.duration_nanos = int(v.duration_s * 1e9)
     prof.comment.append(s(f"dpuprof {__version__}: {report.title}; cpu ns = samples x {period} ns"))
