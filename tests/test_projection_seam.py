@@ -58,3 +58,24 @@ def test_json_schema_and_path_rule():
     schema = Projection.model_json_schema()
     assert "speedup" in schema["properties"] and "projection_version" in schema["required"]
     assert path_for("dir/run.rec").name == "run.proj.json"
+
+
+def test_what_the_command_line_adds_is_typed_and_old_files_default_it(tmp_path):
+    """``--set`` and the all-reduce block are schema fields: the renderers read them without
+    guards; a file written before they were typed reads with the defaults."""
+    old = read(write(minimal(), tmp_path / "old.proj.json"))
+    assert old.set is None and old.allreduce is None and old.dpu.name is None and old.capacity == []
+    ar = {"nodes": 4, "gpus_per_node": 8, "tcp_us": 3582.9, "rdma_us": 380.0, "assumptions": ["ring"],
+          "vendor_comparison": None, "future": 1}
+    cap = {"resource": "arm_cores", "unit": "cores", "demand": 0.5, "limit": 16.0, "bottleneck": False}
+    p = read(write(minimal(set=["rdma.mode=sync"], allreduce=ar, capacity=[cap],
+                           dpu={"name": "bluefield-3", "description": "BlueField-3", "aliases": ["bluefield"]}),
+                   tmp_path / "new.proj.json"))
+    assert p.set == ["rdma.mode=sync"] and p.allreduce.nodes == 4 and p.allreduce.rdma_us == 380.0
+    assert p.capacity[0].limit == 16.0 and p.dpu.name == "bluefield-3"
+    # extra keys of the typed blocks are kept, in the order written
+    assert list(p.as_json()["allreduce"])[-1] == "future" and p.as_json()["dpu"]["aliases"] == ["bluefield"]
+    bad = tmp_path / "bad.proj.json"
+    bad.write_text(json.dumps(minimal(allreduce={"nodes": "many"})))
+    with pytest.raises(ValueError, match="allreduce.nodes"):
+        read(bad)

@@ -52,23 +52,8 @@ def summarize(rec: Recording) -> dict:
     lost = rec.table("lost").groupby("kind")["count"].sum()
     lost = {k: int(v) for k, v in lost.items()}
 
-    info = rec.info
     return {
-        "schema_version": info.schema_version,
-        "dpuprof_version": info.dpuprof_version,
-        "recording": str(rec.path),
-        "command": info.command,
-        "workload": info.workload,
-        "host": info.host,
-        "kernel": info.kernel,
-        "cpu_count": info.cpu_count,
-        "duration_s": round(rec.duration_s, 6),
-        "complete": info.complete,
-        "exit_code": info.exit_code,
-        "mode": info.mode,
-        "category_split": split,
-        "sample_freq_hz": info.sample_freq_hz,
-        "probes_unavailable": info.probes_unavailable,
+        **_header(rec, split),
         "host_cpu": {
             "total_s": round(host_total, 6),
             "idle_s": round(idle, 6),
@@ -91,6 +76,17 @@ def summarize(rec: Recording) -> dict:
         "lost_samples": int(sum(v for k, v in lost.items() if k.startswith("samples"))),
         "lost": lost,
     }
+
+
+def _header(rec: Recording, split: bool) -> dict:
+    """The summary's first keys: what was recorded, where, how long and how."""
+    info = rec.info
+    return {"schema_version": info.schema_version, "dpuprof_version": info.dpuprof_version,
+            "recording": str(rec.path), "command": info.command, "workload": info.workload,
+            "host": info.host, "kernel": info.kernel, "cpu_count": info.cpu_count,
+            "duration_s": round(rec.duration_s, 6), "complete": info.complete, "exit_code": info.exit_code,
+            "mode": info.mode, "category_split": split, "sample_freq_hz": info.sample_freq_hz,
+            "probes_unavailable": info.probes_unavailable}
 
 
 def _host_busy_idle(cat, busy, host_times: dict, split: bool) -> tuple[float, float]:
