@@ -8,13 +8,13 @@ import pytest
 from conftest import fixture_path
 from dpuprof.categories import INFRASTRUCTURE
 from dpuprof.recording import load
-from dpuprof.recording.meta import RecordingMeta, WindowMeta
+from dpuprof.recording.meta import DutyMeta, RecordingMeta, WindowMeta
 
 
 def test_missing_keys_take_explicit_defaults():
     m = RecordingMeta.from_dict({"schema_version": 1})
     assert (m.sample_freq_hz, m.workload, m.complete, m.category_split) == (0.0, "command", False, True)
-    assert m.cpu_count is None and m.command is None and m.window is None
+    assert m.cpu_count is None and m.command is None and m.window is None and m.duty is None
     assert m.probes_unavailable == {} and m.job == {} and m.gpu == {} and m.attached == []
 
 
@@ -25,6 +25,7 @@ def test_shapes_the_reader_does_not_check_are_normalised_once():
     assert m.recorder_pid is None and m.attached == [{"pid": 7}] and m.job == {}
     assert m.window == WindowMeta(1.5, 9.0, 8, "--time 1.5:9")
     assert m.window.as_dict() == {"start_s": 1.5, "end_s": 9.0, "intervals": 8, "how": "--time 1.5:9"}
+    assert RecordingMeta.from_dict({"duty": {"on_s": 1, "period_s": 3}}).duty == DutyMeta(1.0, 3.0)
 
 
 @pytest.mark.parametrize("name", ["ddp-plain", "ddp-plain-v1"])

@@ -37,6 +37,15 @@ class WindowMeta:
 
 
 @dataclass(frozen=True)
+class DutyMeta:
+    """``agent --duty``: ``on_s`` seconds recorded of every ``period_s`` (the reader checked
+    0 < on_s < period_s)."""
+
+    on_s: float
+    period_s: float
+
+
+@dataclass(frozen=True)
 class RecordingMeta:
     schema_version: int = 1
     dpuprof_version: str | None = None
@@ -69,6 +78,8 @@ class RecordingMeta:
     probe_cost: str | None = None
     #: --time: {start_s, end_s, intervals, how} of the part kept (render/timewindow.py)
     window: WindowMeta | None = None
+    #: the duty cycle of an agent's recording, None when it recorded all the time
+    duty: DutyMeta | None = None
     #: {job_id, job_id_source, host, ...}: which job's node this is (record/metadata.py)
     job: dict = field(default_factory=dict)
     #: {available, reason, devices}: whether NVML found a GPU
@@ -101,9 +112,16 @@ class RecordingMeta:
             probes_unavailable=dict(meta.get("probes_unavailable") or {}),
             recorder_pid=pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None,
             probe_cost=meta.get("probe_cost") if isinstance(meta.get("probe_cost"), str) else None,
-            window=WindowMeta.from_dict(meta.get("window")),
+            window=WindowMeta.from_dict(meta.get("window")), duty=_duty(meta.get("duty")),
             job=obj("job"), gpu=obj("gpu"), clock_offset_s=_number(meta.get("clock_offset_s")) or 0.0,
         )
+
+
+def _duty(duty) -> DutyMeta | None:
+    """Meta ``duty`` ({on_s, period_s}), None without one."""
+    if not isinstance(duty, dict):
+        return None
+    return DutyMeta(on_s=float(duty["on_s"]), period_s=float(duty["period_s"]))
 
 
 def _number(value) -> float | None:

@@ -267,9 +267,9 @@ def _warnings(rec, summary: dict) -> list[str]:
     win = rec.info.window
     if win is not None:
         out.append(f"time window {win.start_s}-{win.end_s} s of the recording ({win.intervals} intervals): {win.how}")
-    duty = rec.meta.get("duty")
-    if isinstance(duty, dict):
-        out.append(f"duty cycle: {duty.get('on_s'):g} s recorded of every {duty.get('period_s'):g} s, the probes "
+    duty = rec.info.duty
+    if duty is not None:
+        out.append(f"duty cycle: {duty.on_s:g} s recorded of every {duty.period_s:g} s, the probes "
                    f"detached in between; {rec.duration_s:.1f} s recorded in all: shares and rates are per "
                    f"recorded second, totals of the recorded time only")
     if not rec.complete:
