@@ -207,14 +207,14 @@ def test_projection_per_node_and_for_the_job(src, tmp_path):
 
     pa = project(a)
     jv = build_report([a, b]).total.job
-    assert jv.projections[0]["speedup"]["expected"] == pytest.approx(pa["speedup"]["expected"])
-    assert "no projection stored" in jv.projections[1]["missing"] and jv.job_projection is None
+    assert jv.projections[0].speedup["expected"] == pytest.approx(pa["speedup"]["expected"])
+    assert "no projection stored" in jv.projections[1].missing and jv.job_projection is None
     assert any("no projection for b" in w for w in jv.warnings)
     pb = project(b)
     total = build_report([a, b]).total
     jp = total.job.job_projection
     want = min(pa["speedup"]["expected"], pb["speedup"]["expected"])
-    assert jp["speedup"]["expected"] == pytest.approx(want)
+    assert jp.speedup["expected"] == pytest.approx(want)
     assert total.projection.speedup.expected == pytest.approx(want)
     for cat, row in total.projection.by_category.items():
         assert row.freed_s == pytest.approx(pa["by_category"][cat]["freed_s"] + pb["by_category"][cat]["freed_s"],

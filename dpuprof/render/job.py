@@ -29,6 +29,7 @@ import pandas as pd
 from dpuprof.categories import INFRASTRUCTURE, NOT_WORK
 from dpuprof.recording.window import recorded_s
 from dpuprof.render.job_identity import describe, identity
+from dpuprof.render.job_projection import JobBrief, NodeProjection, job_speedup, node_projection
 
 MAD_SIGMA = 1.4826
 MAD_K = 3.0
@@ -52,8 +53,8 @@ class JobView:
     nodes: pd.DataFrame
     spread: dict                  # metric -> {min, median, max, min_node, max_node}
     stragglers: list[dict]        # [{node, host, metric, value, median, limit, why}]
-    projections: list[dict]       # per node: {node, dpu, speedup {low, expected, high}, ...} or {node, missing}
-    job_projection: dict | None   # {dpu, speedup, slowest_node, cores_for_ai_*}; None unless every node has one
+    projections: list[NodeProjection]  # per node: its projection in brief, or why it has none
+    job_projection: JobBrief | None    # None unless every node has a projection
     warnings: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict:
@@ -61,7 +62,8 @@ class JobView:
         return {"identity": self.identity, "merged_on_request": self.merged_on_request,
                 "nodes": [{k: _round(v) for k, v in r.items()} for r in rows],
                 "spread": self.spread, "straggler_rule": STRAGGLER_RULE, "stragglers": self.stragglers,
-                "projection": {"per_node": self.projections, "job": self.job_projection}}
+                "projection": {"per_node": [p.as_json() for p in self.projections],
+                               "job": None if self.job_projection is None else self.job_projection.as_json()}}
 
 
 def _round(v):
@@ -153,15 +155,13 @@ def _straggler(nodes, i, metric, value, median, limit, why) -> dict:
 def build_job(job, views, total, why_not_one_job: str | None) -> JobView:
     """The JobView of the combined Recording ``job`` (its ``views``, one per node; ``total`` the
     summed RunView)."""
-    from dpuprof.render.job_projection import job_speedup, node_projection
-
     ids = [identity(v.recording, v.name) for v in views]
     nodes = node_rows(job, views)
     projections = [node_projection(v) for v in views]
     warnings = []
     if why_not_one_job:
         warnings.append(f"merged on request (--merge), though these may not be one job: {why_not_one_job}")
-    missing = [p["node"] for p in projections if p.get("missing")]
+    missing = [p.node for p in projections if p.missing is not None]
     if missing and len(missing) < len(views):
         shown = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
         warnings.append(f"no projection for {shown}: the job projection needs one per node "
@@ -205,7 +205,7 @@ def _x(v) -> str:
 
 
 def _speed(sp: dict) -> str:
-    return " / ".join(_x(sp.get(k)) for k in ("low", "expected", "high"))
+    return " / ".join(_x(sp[k]) for k in ("low", "expected", "high"))
 
 
 def _cores(before, after) -> str:
@@ -218,17 +218,17 @@ def projection_rows(jv: JobView) -> list[list[str]]:
     """PROJECTION_HEADER rows: each node's stored projection or why it has none, then the job's."""
     out = []
     for p in jv.projections:
-        if p.get("missing"):
-            out.append([p["node"], str(p.get("host") or ""), "—", p["missing"], "—"])
+        if p.missing is not None:
+            out.append([p.node, str(p.host or ""), "—", p.missing, "—"])
         else:
-            out.append([p["node"], str(p.get("host") or ""), str(p.get("dpu") or "?"), _speed(p["speedup"]),
-                        _cores(p["cores_for_ai_before_pct"], p["cores_for_ai_after_pct"])])
+            out.append([p.node, str(p.host or ""), str(p.dpu or "?"), _speed(p.speedup),
+                        _cores(p.cores_for_ai_before_pct, p.cores_for_ai_after_pct)])
     jp = jv.job_projection
-    if jp:
-        dpu = jp["dpu"] if isinstance(jp["dpu"], str) else ", ".join(jp["dpu"])
-        out.append(["job", "all", dpu, _speed(jp["speedup"]) + f" (slowest: {jp['slowest_node']})",
-                    _cores(jp["cores_for_ai_before_pct"], jp["cores_for_ai_after_pct"])])
+    if jp is not None:
+        dpu = jp.dpu if isinstance(jp.dpu, str) else ", ".join(jp.dpu)
+        out.append(["job", "all", dpu, _speed(jp.speedup) + f" (slowest: {jp.slowest_node})",
+                    _cores(jp.cores_for_ai_before_pct, jp.cores_for_ai_after_pct)])
     else:
-        n = sum(1 for p in jv.projections if p.get("missing"))
+        n = sum(1 for p in jv.projections if p.missing is not None)
         out.append(["job", "all", "—", f"none: {n} of {len(jv.projections)} nodes have no projection", "—"])
     return out
