@@ -114,17 +114,11 @@ def _sum_by_category(projs: list) -> dict:
     return {name: CategoryTotals(**{a: round(float(x), 6) for a, x in r.items()}) for name, r in g.iterrows()}
 
 
-def _sum_models(models: list):
-    """One model of the type of ``models``: each numeric field (extras included) summed over them,
-    rounded to 6 digits; a field any of them lacks or holds as None stays None (unknown)."""
-    dumps = [m.model_dump() for m in models]
-    keys = list(dict.fromkeys(k for d in dumps for k in d))
-    out = {}
-    for k in keys:
-        vals = [d.get(k) for d in dumps]
-        if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in vals):
-            out[k] = round(sum(vals), 6)
-    return type(models[0])(**out)
+def _sum_totals(projs: list):
+    """The nodes' ``totals`` added up, field by field (CPU seconds, rounded to 6 digits)."""
+    from dpuprof.projection.schema import Totals
+
+    return Totals(**{k: round(sum(getattr(p.totals, k) for p in projs), 6) for k in Totals.model_fields})
 
 
 def _unique(texts) -> list[str]:
@@ -152,7 +146,7 @@ def job_projection(views):
                   host_capacity_s=sum(_capacity(v) for v in views)),
         rows=[r.model_copy(update={"node": v.name}) for v, p in zip(views, projs) for r in p.rows],
         by_category=_sum_by_category(projs),
-        totals=_sum_models([p.totals for p in projs]),
+        totals=_sum_totals(projs),
         cores_for_ai=CoresForAI(before_pct=brief.cores_for_ai_before_pct,
                                 after_pct=brief.cores_for_ai_after_pct,
                                 before_cores=_add([c.before_cores for c in cfa]),
