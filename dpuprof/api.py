@@ -1,4 +1,4 @@
-"""The Python API for notebooks: ``dpuprof.load(path)`` and ``dpuprof.project(run, dpu)``.
+"""The Python API for notebooks: ``dpuprof.load(path)`` and ``dpuprof.project_run(run, dpu)``.
 
 A thin layer over the Recording (``dpuprof.recording``), the report model (``dpuprof.render``)
 and the projection (``dpuprof.project``): the same numbers ``dpuprof report --format json`` and
@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["Run", "load", "project"]
+from dpuprof.categories import NOT_WORK
+from dpuprof.recording import load as load_recording
+from dpuprof.render.formats.json_format import run_data
+from dpuprof.render.timewindow import windowed
+from dpuprof.render.view import build_view, intervals, recorder_pid, workload_stack_samples
+
+__all__ = ["Run", "load", "project_run"]
 
 
 class Run:
@@ -48,15 +54,11 @@ class Run:
     def window(self, time: str) -> "Run":
         """This run cut to ``time``: ``"START:END"`` (seconds from the start) or ``"steady"``, as
         ``dpuprof report --time``. The window chosen is in ``summary()["window"]``."""
-        from dpuprof.render.timewindow import windowed
-
         return Run(windowed(self.recording, time))
 
     # -- DataFrames
     def _times(self):
-        from dpuprof.render.view import _intervals
-
-        iv = _intervals(self.recording)
+        iv = intervals(self.recording)
         return iv[["t_start", "t_end", "t_s"]].reset_index()
 
     def categories(self, workload: bool = False):
@@ -81,9 +83,6 @@ class Run:
         the process frame the reports put on top). Idle, observer (dpuprof's own BPF programs) and the
         recorder's own process are left out,
         as in every flame graph, so ``samples.sum()`` equals ``dpuprof report --format folded``'s."""
-        from dpuprof.categories import NOT_WORK
-        from dpuprof.render.view import workload_stack_samples
-
         rec = self.recording
         ss = workload_stack_samples(rec)
         agg = ss.groupby(["pid", "stack_id"], as_index=False)["samples"].sum()
@@ -99,9 +98,6 @@ class Run:
         "workload" (the recorded command's tree), "recorder" (dpuprof itself) or "other";
         ``cpu_s`` busy CPU seconds from the classified samples (psutil mode: the workload's
         user + system time from proc_cpu, 0 for the rest). Largest first."""
-        from dpuprof.categories import NOT_WORK
-        from dpuprof.render.view import recorder_pid
-
         rec = self.recording
         procs = rec.table("processes").drop_duplicates("pid").copy()
         if rec.category_split:
@@ -130,9 +126,6 @@ class Run:
     def summary(self) -> dict:
         """The summary ``dpuprof report --format json`` prints for this run (without a projection):
         host_cpu, workload_cpu, processes, io, net, lost_shares, recorder, window ... in CPU s."""
-        from dpuprof.render.formats.json_format import run_data
-        from dpuprof.render.view import build_view
-
         view = build_view(self.recording)
         view.recording = self.recording
         return run_data(view)  # with the gpu and steps views, as the JSON has them
@@ -141,33 +134,33 @@ class Run:
 def load(path: str | os.PathLike, time: str | None = None) -> Run:
     """Load the recording at ``path`` (optionally cut to ``time``, see :meth:`Run.window`).
     Raises :class:`dpuprof.errors.UserError` with one line for a missing or damaged file."""
-    from dpuprof.recording import load as load_recording
-
     run = Run(load_recording(path))
     return run.window(time) if time else run
 
 
-def project(run, dpu: str = "bluefield-3", **options) -> dict:
-    """The projection of ``run`` (a :class:`Run`, a Recording or a path) on DPU profile ``dpu``
-    (a shipped name -- bluefield, bluefield-3, bluefield-2, connectx-7, ideal -- or a .toml path).
-
-    Returns what :func:`dpuprof.project.assemble.project` returns: today the projection dict of
-    docs/projection-contract.md (``by_category``, ``totals``, ``cores_for_ai``, ``speedup``, ...).
-    ``options`` are that function's: ``nodes``, ``gpus_per_node``, ``mode``, ``only``, ``window``.
-    Nothing is written (``dpuprof project`` also stores RUN.proj.json and the recording's sha256).
+def project_run(run, dpu: str = "bluefield-3", **options):
+    """The :class:`dpuprof.projection.schema.Projection` of ``run`` (a :class:`Run`, a Recording or
+    a path) on DPU profile ``dpu`` (a shipped name -- bluefield, bluefield-3, bluefield-2,
+    connectx-7, ideal -- or a .toml path): what :func:`dpuprof.project.assemble.build_projection`
+    returns (docs/projection-contract.md; ``.as_json()`` is the file's dict). ``options`` are that
+    function's: ``nodes``, ``gpus_per_node``, ``mode``, ``only``, ``window``. Nothing is written
+    (``dpuprof project`` also stores RUN.proj.json with the recording's sha256).
     """
+    # Imported here, not at the top: the model (pydantic profile schema, assembler) adds 0.17 s to
+    # dpuprof.load's 0.53 s (time python3 -c 'import dpuprof.api' with and without
+    # dpuprof.project.assemble, 2-CPU VM), and until it is imported, the old spelling
+    # dpuprof.project(run, dpu) fails with dpuprof.__getattr__'s message naming this function.
+    from dpuprof.project.assemble import build_projection
     from dpuprof.project.inputs import from_recording
     from dpuprof.project.profiles import load_profile
-    from dpuprof.project.assemble import build_projection as run_projection
 
     if isinstance(run, (str, os.PathLike)):
         run = load(run)
     rec = run.recording if isinstance(run, Run) else run
-    return run_projection(from_recording(rec), load_profile(dpu), **options)
+    return build_projection(from_recording(rec), load_profile(dpu), **options)
 
 
-def callable_project_package():
-    """``dpuprof.project``, the package, which is also callable (see dpuprof/project/__init__.py)."""
-    import dpuprof.project as pkg
-
-    return pkg
+def __getattr__(name):
+    if name == "project":  # the old name, with the new one in the message
+        raise AttributeError("dpuprof.api.project is now dpuprof.api.project_run (dpuprof.project_run(run, dpu))")
+    raise AttributeError(f"module 'dpuprof.api' has no attribute {name!r}")

@@ -155,5 +155,5 @@ def test_the_schema_1_fixture_loads_reports_and_projects(fixture_copy):
     rec = load(fixture_copy("ddp-plain-v1"))
     assert rec.schema_version == 1 and rec.table("thread_time").empty
     assert summarize(rec)["workload_cpu"]["total_s"] > 0
-    sp = project(from_recording(rec), load_profile("ideal"))["speedup"]
-    assert sp["regime"] == "unknown" and sp["expected"] == sp["contention_proxy"] > 1.0
+    sp = project(from_recording(rec), load_profile("ideal")).speedup
+    assert sp.regime == "unknown" and sp.expected == sp.contention_proxy > 1.0

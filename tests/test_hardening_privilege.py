@@ -195,9 +195,7 @@ FORBIDDEN_ATTRS = {"read_pickle", "to_pickle", "loads_pickle"}
 DYNAMIC_ATTRS = {"eval", "query", "import_module"}  # fine with a literal argument only
 # The one reviewed exception: the renderer module name comes from dpuprof's own fixed table of
 # renderers (chosen by --format), never from a recording.
-ALLOWED = {("dpuprof/render/registry.py", "import_module"),
-           # Module names from the packages' own fixed tables of lazy exports (PEP 562).
-           ("dpuprof/lazyexports.py", "import_module")}
+ALLOWED = {("dpuprof/render/registry.py", "import_module")}
 # Reviewed: charts and their PNGs cross a pipe between the report and its own forked workers,
 # never a file, a socket or anything a recording or projection holds.
 ALLOWED_IMPORTS = {("dpuprof/render/chartpool.py", "pickle")}

@@ -53,10 +53,10 @@ def test_a_below_one_matters_for_sync_arm_work():
     inp = make_input({"compression.user": 1.0, "compute.torch": 1.0})
     prof = apply_sets(BF3, ["arm_offload.mode=sync", "arm_offload.A=0.5"])
     p = project(inp, prof)
-    (row,) = [r for r in p["rejected"] if r["mechanism"] == "arm_offload"]
+    (row,) = [r for r in p.rejected if r.mechanism == "arm_offload"]
     n = 1.0 * 17.4e6 / 65536
-    assert row["after_if_enabled_s"] == pytest.approx(1.0 / 0.5 + n * 2e-6, rel=1e-6)
-    assert row["speedup"] < 1
+    assert row.after_if_enabled_s == pytest.approx(1.0 / 0.5 + n * 2e-6, rel=1e-6)
+    assert row.speedup < 1
     sw = sweep(inp, apply_sets(BF3, ["arm_offload.mode=sync"]), "arm_offload.A", 0.5, 4.0, 3)
     assert not sw["flat"] and sw["points"][-1]["freed_s"] > sw["points"][0]["freed_s"]
 
@@ -91,11 +91,11 @@ def test_alpha_sweep_leaves_snap_off_and_o0_leaves_inline_crypto_free():
     prof = BF2.with_overrides(mechanisms=["deflate_engine"], alpha=0.5)
     assert prof.mechanism("snap").alpha.value == 0.0 and prof.mechanism("deflate_engine").alpha.value == 0.5
     p = project(inp, prof)
-    assert p["by_category"]["storage"]["freed_s"] == 0              # SNAP stays at alpha 0
+    assert p.by_category["storage"].freed_s == 0              # SNAP stays at alpha 0
     prof = apply_sets(BF2, ["rdma.o0=1e6"])
     assert prof.mechanism("inline_crypto_kernel").o0_ns.value == 0 and prof.mechanism("rdma").o0_ns.value == 1e6
-    (row,) = [r for r in project(inp, prof)["rows"] if r["mechanism"] == "inline_crypto_kernel"]
-    assert row["after_s"] == 0                                     # inline kTLS still costs nothing per packet
+    (row,) = [r for r in project(inp, prof).rows if r.mechanism == "inline_crypto_kernel"]
+    assert row.after_s == 0                                     # inline kTLS still costs nothing per packet
 
 
 # ------------------------------------------------------------------------------- 3. capacity
@@ -105,10 +105,10 @@ def test_inline_crypto_demand_counts_crypto_bytes_not_all_traffic():
     inp = make_input({"crypto.user": 0.011, "network.tcpip": 1.0, "compute.torch": 5.0},
                      net_bytes=2.3e9 * 10, sock_bytes=2 * 2.3e9 * 10, duration=10.0)
     p = project(inp, BF3)
-    crypto = next(c for c in p["capacity"] if c["resource"] == "crypto_gbps")
+    crypto = next(c for c in p.capacity if c.resource == "crypto_gbps")
     # 0.011 s x 8.3 GB per CPU-second x 8 bit / 10 s, at the post-offload rate
-    assert crypto["demand"] == pytest.approx(0.011 * 8.3e9 * 8 / 10 / 1e9 * crypto["rate_factor"], rel=1e-4)
-    assert crypto["rate_factor"] == pytest.approx(p["speedup"]["expected"], rel=1e-3)
+    assert crypto.demand == pytest.approx(0.011 * 8.3e9 * 8 / 10 / 1e9 * crypto.rate_factor, rel=1e-4)
+    assert crypto.rate_factor == pytest.approx(p.speedup.expected, rel=1e-3)
 
 
 def test_inline_crypto_bounded_by_traffic_that_leaves_the_host():
@@ -116,10 +116,10 @@ def test_inline_crypto_bounded_by_traffic_that_leaves_the_host():
     inp.frames["net_io"] = pd.concat([inp.frames["net_io"], pd.DataFrame(
         [(1, "eth0", "tx", 1e9, 1e6), (1, "eth0", "rx", 0.5e9, 1e6)],
         columns=["interval", "dev", "direction", "bytes", "packets"])])
-    crypto = next(c for c in project(inp, BF3)["capacity"] if c["resource"] == "crypto_gbps")
+    crypto = next(c for c in project(inp, BF3).capacity if c.resource == "crypto_gbps")
     # 5 s x 8.3 GB/s = 41.5 GB of crypto, but only 1 GB left the host (eth0 tx); loopback is local
-    assert crypto["demand"] == pytest.approx(1e9 * 8 / 10 / 1e9 * crypto["rate_factor"], rel=1e-4)
-    assert "non-loopback devices" in crypto["note"]
+    assert crypto.demand == pytest.approx(1e9 * 8 / 10 / 1e9 * crypto.rate_factor, rel=1e-4)
+    assert "non-loopback devices" in crypto.note
 
 
 def test_other_processes_demand_stays_at_the_recorded_rate():
@@ -128,8 +128,8 @@ def test_other_processes_demand_stays_at_the_recorded_rate():
     inp = make_input({"crypto.user": 0.5, "compute.torch": 0.5}, {"compression.user": 6.0}, cpu_count=8,
                      duration=1.0, idle=0.5)
     p = project(inp, BF3)
-    arm = next(c for c in p["capacity"] if c["resource"] == "arm_cores")
-    assert arm["rate_factor"] > 1.5 and arm["demand"] == pytest.approx(6.0 / 0.8, rel=1e-6)
+    arm = next(c for c in p.capacity if c.resource == "arm_cores")
+    assert arm.rate_factor > 1.5 and arm.demand == pytest.approx(6.0 / 0.8, rel=1e-6)
 
 
 # -------------------------------------------------------------------------- 4. measured inputs
@@ -139,27 +139,27 @@ def test_measured_codec_rate_and_calls_replace_the_constant():
     inp.frames["sock_io"] = inp.frames["sock_io"].iloc[0:0]  # no sockets: the lookaside engine takes it all
     inp.frames["codec_calls"] = codec_frame([(WL, "libcrypto", "EVP_DecryptUpdate", "decrypt", 1000, 18e9, 1.9e9)])
     p = project(inp, BF3)
-    (row,) = [r for r in p["rows"] if r["mechanism"] == "aes_gcm_engine"]
-    assert row["host_bytes_per_cpu_s"] == pytest.approx(9e9)        # 18 GB / 2.0 CPU-seconds
+    (row,) = [r for r in p.rows if r.mechanism == "aes_gcm_engine"]
+    assert row.host_bytes_per_cpu_s == pytest.approx(9e9)        # 18 GB / 2.0 CPU-seconds
     # n = max(calls, bytes / chunk) per CPU-second x offloaded seconds = max(500, 9e9 / 65536) x 2
-    assert row["n"] == pytest.approx(2 * 9e9 / 65536, rel=1e-6)
-    assert row["rate_note"].startswith("aes_gcm_engine on crypto.user: host_bytes_per_cpu_s measured")
-    assert row["rate_note"] in p["assumptions"]
+    assert row.n == pytest.approx(2 * 9e9 / 65536, rel=1e-6)
+    assert row.rate_note.startswith("aes_gcm_engine on crypto.user: host_bytes_per_cpu_s measured")
+    assert row.rate_note in p.assumptions
 
 
 def test_measured_direction_split_gives_the_decompression_engine_its_share():
     stripped = "m (p);[unknown] (libz.so.1)"  # stripped libz: the stack cannot tell the direction
     inp = make_input({"compression.user": 1.0, "compute.torch": 1.0}, stacks=[(WL, "compression.user", stripped, 50)])
     without = project(inp, BF3)
-    assert not [r for r in without["rows"] if r["mechanism"] == "decompress_engine"]
-    assert any("direction (compress vs decompress) unknown for 100.0 %" in w for w in without["warnings"])
+    assert not [r for r in without.rows if r.mechanism == "decompress_engine"]
+    assert any("direction (compress vs decompress) unknown for 100.0 %" in w for w in without.warnings)
     inp.frames["codec_calls"] = codec_frame([(WL, "libz.so.1", "inflate", "decompress", 100, 3e8, 3e9),
                                              (WL, "libz.so.1", "deflate", "compress", 10, 1e7, 1e9)])
     p = project(inp, BF3)
-    (row,) = [r for r in p["rows"] if r["mechanism"] == "decompress_engine"]
-    assert row["share"] == pytest.approx(0.75)                      # 3 s of 4 s of call time inflating
+    (row,) = [r for r in p.rows if r.mechanism == "decompress_engine"]
+    assert row.share == pytest.approx(0.75)                      # 3 s of 4 s of call time inflating
     # measured inflate rate: 3e8 B over 0.75 x 1.0 s of compression CPU
-    assert row["host_bytes_per_cpu_s"] == pytest.approx(4e8)
+    assert row.host_bytes_per_cpu_s == pytest.approx(4e8)
 
 
 def test_used_tables_include_v2_measurements():
@@ -198,18 +198,18 @@ def _collective_input(count, size, duration_ns, ranks=2, duration=10.0):
 def test_measured_collectives_drive_the_extrapolation():
     # 4 all-reduces per step x 30 steps per rank of 9.25 MB each, 2 ranks
     inp = _collective_input(120, 9.25e6, 120 * 2_000_000)
-    ar = project(inp, BF3, nodes=32, gpus_per_node=8)["allreduce"]
-    assert ar["measured"] and ar["method"].startswith("measured: collectives table")
-    assert ar["ops_recorded"] == pytest.approx(120) and ar["bytes_per_op"] == pytest.approx(9.25e6)
-    assert ar["measured_us_per_op"] == pytest.approx(2000.0)
-    assert ar["rdma_total_s"] == pytest.approx(ar["rdma_us"] * 1e-6 * 120, rel=1e-5)
+    ar = project(inp, BF3, nodes=32, gpus_per_node=8).allreduce
+    assert ar.measured and ar.method.startswith("measured: collectives table")
+    assert ar.ops_recorded == pytest.approx(120) and ar.bytes_per_op == pytest.approx(9.25e6)
+    assert ar.measured_us_per_op == pytest.approx(2000.0)
+    assert ar.rdma_total_s == pytest.approx(ar.rdma_us * 1e-6 * 120, rel=1e-5)
 
 
 def test_modelled_time_longer_than_the_recording_is_flagged():
     inp = _collective_input(100_000, 1e6, 100_000 * 1000, duration=1.0)
     p = project(inp, BF3, nodes=32, gpus_per_node=8)
-    assert p["allreduce"]["exceeds_recording"]["tcp"] is True
-    assert any("exceeds the whole recording" in w and "TCP" in w for w in p["warnings"])
+    assert p.allreduce.exceeds_recording["tcp"] is True
+    assert any("exceeds the whole recording" in w and "TCP" in w for w in p.warnings)
 
 
 def test_vendor_like_for_like_row():

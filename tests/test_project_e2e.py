@@ -61,17 +61,17 @@ def test_ideal_matches_category_totals(scenario, fixture_copy):
     p = project(from_recording(load(path)), load_profile("ideal"))
     cap = t.cpu_count * t.duration
     infra = t.infra()
-    assert p["totals"]["infrastructure_before_s"] == pytest.approx(infra, abs=2e-6)
-    assert p["totals"]["freed_s"] == pytest.approx(infra, abs=2e-6)
-    assert p["cores_for_ai"]["before_pct"] == pytest.approx(100 * (1 - infra / cap), abs=1e-3)
-    assert p["cores_for_ai"]["after_pct"] == pytest.approx(100.0, abs=1e-3)
+    assert p.totals.infrastructure_before_s == pytest.approx(infra, abs=2e-6)
+    assert p.totals.freed_s == pytest.approx(infra, abs=2e-6)
+    assert p.cores_for_ai.before_pct == pytest.approx(100 * (1 - infra / cap), abs=1e-3)
+    assert p.cores_for_ai.after_pct == pytest.approx(100.0, abs=1e-3)
     wl, wl_infra = t.busy(workload=True), t.infra(workload=True)
     if wl > wl_infra:
         # the CPU-contention proxy is still T / (T - F_job); the critical-path expected lies in
         # its own [low, high] (tests/test_project_critical_path.py derives it by hand)
-        sp = p["speedup"]
-        assert sp["contention_proxy"] == pytest.approx(wl / (wl - wl_infra), rel=1e-4)
-        assert sp["low"] <= sp["expected"] <= sp["high"]
+        sp = p.speedup
+        assert sp.contention_proxy == pytest.approx(wl / (wl - wl_infra), rel=1e-4)
+        assert sp.low <= sp.expected <= sp.high
 
 
 @pytest.mark.parametrize("scenario", ("ddp-plain", "ddp-encrypted", "ddp-compressed"))
@@ -92,9 +92,9 @@ def test_connectx7_network_freed_by_hand(scenario, fixture_copy):
     overhead = t.wl_calls * RDMA_COST_S
     expect = (rdma_before - overhead if rdma_before > overhead else 0.0) + asap2
     p = project(from_recording(load(path)), load_profile("connectx-7"))
-    assert p["by_category"]["network"]["freed_s"] == pytest.approx(expect, abs=5e-6)
+    assert p.by_category["network"].freed_s == pytest.approx(expect, abs=5e-6)
     network = sum(v for k, v in t.host.items() if k.startswith("network."))
-    assert p["by_category"]["network"]["before_s"] == pytest.approx(network, abs=2e-6)
+    assert p.by_category["network"].before_s == pytest.approx(network, abs=2e-6)
 
 
 def test_cli_on_fixture_stores_projection(tmp_path, fixture_copy):

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from dpuprof.projection import PROJECTION_VERSION, Projection, path_for, read, write
+from dpuprof.projection.schema import PROJECTION_VERSION, Projection
+from dpuprof.projection.store import path_for, read, write
 
 
 def minimal(**kw):

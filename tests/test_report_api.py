@@ -1,4 +1,4 @@
-"""The Python API (dpuprof.load, dpuprof.project): its DataFrames equal the CLI's JSON totals on
+"""The Python API (dpuprof.load, dpuprof.project_run): its DataFrames equal the CLI's JSON totals on
 every fixture, ``import dpuprof`` stays light, and docs/api.md's examples run (doctest) on a copy of
 a fixture in a temporary directory."""
 
@@ -59,19 +59,34 @@ def test_api_dataframes_equal_the_cli_json_totals(fixture, tmp_path):
                                   "mem_total_bytes"]
 
 
-def test_project_is_callable_and_still_the_package(tmp_path):
+def test_project_run_is_the_model_projection(tmp_path):
     rec = tmp_path / "run.rec"
     shutil.copy(FIXTURE_PARAMS[0].values[0], rec)
-    proj = dpuprof.project(dpuprof.load(rec), "bluefield-3")
-    from dpuprof.project import load_profile  # the package keeps its attributes
-    from dpuprof.project.assemble import build_projection as model_project
-    from dpuprof.project.inputs import from_recording
+    proj = dpuprof.project_run(dpuprof.load(rec), "bluefield-3")
+    from dpuprof.project import build_projection, from_recording, load_profile
+    from dpuprof.projection.schema import Projection
     from dpuprof.recording import load
 
-    assert callable(load_profile)
-    want = model_project(from_recording(load(rec)), load_profile("bluefield-3"))
-    assert json.dumps(proj, sort_keys=True) == json.dumps(want, sort_keys=True)
-    assert dpuprof.project(str(rec), "ideal")["dpu"] != proj["dpu"]
+    want = build_projection(from_recording(load(rec)), load_profile("bluefield-3"))
+    assert isinstance(proj, Projection) and proj == want
+    assert proj.totals.before_s >= proj.totals.after_s
+    assert dpuprof.project_run(str(rec), "ideal").dpu.name != proj.dpu.name
+
+
+def test_old_project_spelling_names_the_new_function():
+    # in a fresh interpreter: once the model is imported, dpuprof.project is its subpackage
+    code = ("import dpuprof\ntry:\n    dpuprof.project\nexcept AttributeError as e:\n    print(e)\n"
+            "from dpuprof import project\nprint(project.__name__, callable(project))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr
+    first, second = out.stdout.splitlines()
+    assert "dpuprof.project_run(run, dpu)" in first
+    assert second == "dpuprof.project False"  # the subpackage, not a callable module
+    import dpuprof.api
+
+    with pytest.raises(AttributeError, match="project_run"):
+        dpuprof.api.project
 
 
 def test_import_dpuprof_is_light():

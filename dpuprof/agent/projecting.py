@@ -52,10 +52,9 @@ def project_jobs(rec, profiles: list, max_jobs: int) -> list[tuple]:
     for job, pids in job_pids(rec.table("processes"), rec.table("cpu_category"), max_jobs).items():
         base.workload_pids = pids
         for name, profile in profiles:
-            proj = build_projection(base, profile)
-            sp = proj["speedup"]
-            freed = float(sp.get("workload_freed_s") or 0.0) / base.duration_s
-            out.append((name, job, freed, {b: sp.get(b) for b in ("low", "expected", "high")}))
+            sp = build_projection(base, profile).speedup
+            freed = (sp.workload_freed_s or 0.0) / base.duration_s
+            out.append((name, job, freed, {"low": sp.low, "expected": sp.expected, "high": sp.high}))
     return out
 
 

@@ -1,8 +1,9 @@
-"""Assemble the projection dict (docs/projection-contract.md) from a ProjectionInput and a Profile.
+"""Assemble the Projection (dpuprof.projection.schema, docs/projection-contract.md) from a
+ProjectionInput and a Profile.
 
 ``evaluate_rows`` runs the model (demand -> plan -> capacity -> equations) and returns the
-DataFrames; ``project`` turns them into the JSON-ready projection. Pure: no file I/O (the CLI adds
-``recording_sha256`` and writes the file).
+DataFrames; ``build_projection`` turns them into the typed Projection, validated here, once. Pure:
+no file I/O (the CLI adds ``recording_sha256`` and writes the file).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pandas as pd
 
 from dpuprof.project import allreduce, capacity, offload_rows, outcomes
 from dpuprof.project.speedup import job_speedup
-from dpuprof.projection.schema import PROJECTION_VERSION
+from dpuprof.projection.schema import PROJECTION_VERSION, Projection
 from dpuprof.project.features import Features, demand
 from dpuprof.project.inputs import ProjectionInput
 from dpuprof.project.profiles import Profile
@@ -110,8 +111,10 @@ def _row_dict(r) -> dict:
 
 def build_projection(inp: ProjectionInput, profile: Profile, *, nodes: int | None = None, gpus_per_node: int = 1,
             mode: str | None = None, only: tuple[str, ...] | None = None,
-            window: tuple[float, float] | str = "steady") -> dict:
-    """The projection dict for ``inp`` on ``profile``.
+            window: tuple[float, float] | str = "steady") -> Projection:
+    """The Projection of ``inp`` on ``profile`` (CPU seconds over the recording, as
+    docs/projection-contract.md); ``recording_sha256`` is None (the file's checksum is the
+    caller's: dpuprof.projection.store.stamp).
 
     ``only``: offload only these top-level categories. ``window``: the part of the recording the
     job speedup is read from, (start, end) seconds or "steady" (dpuprof.recording.window).
@@ -126,14 +129,8 @@ def build_projection(inp: ProjectionInput, profile: Profile, *, nodes: int | Non
     enabled, rejected, left, warnings = _split_rows(rows, res.capacity)
     assumptions = _assumptions(res, rows, enabled + rejected)
 
-    ar = None
-    if nodes is not None:
-        rdma = next((m for m in profile.mechanisms if m.name == "rdma"), None)
-        cost = None if rdma is None else float(rdma.o0_ns.value + rdma.L_ns.value + rdma.Q_ns.value)
-        net_cpu = float(res.demand.loc[res.demand["category"] == "network", "host_s"].sum()) \
-            if not res.demand.empty else 0.0
-        ar, w = allreduce.project_allreduce(res.features, profile, nodes, gpus_per_node, inp.duration_s, net_cpu, cost)
-        warnings += w
+    ar, w = (None, []) if nodes is None else _allreduce(inp, profile, res, nodes, gpus_per_node)
+    warnings += w
 
     warnings = res.features.warnings + warnings
     busy = float(res.demand["host_s"].sum()) if not res.demand.empty else 0.0
@@ -146,7 +143,9 @@ def build_projection(inp: ProjectionInput, profile: Profile, *, nodes: int | Non
     if not speed["pays"]:
         warnings.append(f"offload does not pay on this recording with {profile.name}: no mechanism frees host CPU")
 
-    return {
+    # validated here, once: a model bug (a NaN that escaped _num, an unknown category) fails where
+    # it is made, and every caller reads typed fields
+    return Projection.model_validate({
         "projection_version": PROJECTION_VERSION,
         "recording": inp.source,
         "recording_sha256": None,
@@ -167,7 +166,18 @@ def build_projection(inp: ProjectionInput, profile: Profile, *, nodes: int | Non
         "sweep": None,
         "assumptions": assumptions,
         "warnings": list(dict.fromkeys(warnings)),
-    }
+    })
+
+
+def _allreduce(inp: ProjectionInput, profile: Profile, res: ModelResult, nodes: int,
+               gpus_per_node: int) -> tuple[dict | None, list[str]]:
+    """(the ``allreduce`` object at ``nodes`` x ``gpus_per_node`` ranks or None, its warnings),
+    with RDMA's per-operation cost (o0 + L + Q, ns) from the profile's rdma mechanism if any."""
+    rdma = next((m for m in profile.mechanisms if m.name == "rdma"), None)
+    cost = None if rdma is None else float(rdma.o0_ns.value + rdma.L_ns.value + rdma.Q_ns.value)
+    net_cpu = float(res.demand.loc[res.demand["category"] == "network", "host_s"].sum()) \
+        if not res.demand.empty else 0.0
+    return allreduce.project_allreduce(res.features, profile, nodes, gpus_per_node, inp.duration_s, net_cpu, cost)
 
 
 def _split_rows(rows: pd.DataFrame, capacity: list) -> tuple[list, list, list, list]:

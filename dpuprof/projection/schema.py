@@ -87,6 +87,13 @@ class Speedup(_Obj):
     expected: float | None = None
     high: float | None = None
     pays: bool = False
+    #: the CPU seconds behind the bounds (dpuprof.project.outcomes.speedup_range): the workload's,
+    #: and what the offload frees of it, of other processes, of everything; None in older files
+    workload_cpu_s: float | None = None
+    workload_freed_s: float | None = None
+    other_freed_s: float | None = None
+    other_infrastructure_s: float | None = None
+    freed_s: float | None = None
     regime: str | None = "unknown"
     regime_why: str = ""
     contention_proxy: float | None = None

@@ -18,6 +18,10 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: pydantic is imported when a projection is validated (validate)
+    from dpuprof.projection.schema import Projection
 
 SUFFIX = ".proj.json"
 
@@ -106,14 +110,14 @@ def write(proj: Projection | dict, target: str | os.PathLike) -> Path:
     return target
 
 
-def stamp(proj: dict, recording: str | os.PathLike, label: str | None = None, **fields) -> Projection:
-    """The Projection of ``proj`` (the model's dict, ``dpuprof.project.build_projection``) made
+def stamp(proj: Projection, recording: str | os.PathLike, label: str | None = None, *,
+          sweep: dict | None = None, set: list[str] | None = None) -> Projection:
+    """A copy of ``proj`` (the model's, ``dpuprof.project.build_projection``, validated there) made
     from the file ``recording``: its ``recording`` field set to ``label`` (the name the user gave;
-    default the path), ``recording_sha256`` to the file's checksum and ``fields`` (``sweep``,
-    ``set``: what the command line added) set, then validated once (ValueError with one line)."""
-    proj = dict(proj, **fields, recording=label if label is not None else str(recording),
-                recording_sha256=sha256(recording))
-    return validate(proj)
+    default the path), ``recording_sha256`` to the file's checksum, and what the command line added:
+    ``sweep`` (dpuprof.project.sweep.sweep's dict) and ``set`` (the --set specs as given)."""
+    return proj.model_copy(update={"recording": label if label is not None else str(recording),
+                                   "recording_sha256": sha256(recording), "sweep": sweep, "set": set})
 
 
 def _reject(name):

@@ -152,7 +152,7 @@ def _hosts(hosts: list) -> list | str:
 
 
 def _node_starts(views: list[RunView]) -> list[float]:
-    """Each node's time origin, as the view's t_s counts it (view._intervals)."""
+    """Each node's time origin, as the view's t_s counts it (view.intervals)."""
     out = []
     for v in views:
         iv = v.recording.table("intervals")

@@ -179,7 +179,10 @@ def _cat_totals(df: pd.DataFrame) -> pd.DataFrame:
     return g.reindex(index, fill_value=0.0).astype(float)
 
 
-def _intervals(rec) -> pd.DataFrame:
+def intervals(rec) -> pd.DataFrame:
+    """The recording's intervals table indexed by ``interval``, plus ``t_s`` (seconds from the
+    recording's start, as every timeline counts it) and ``dt`` (the interval's length, seconds,
+    at least 1e-9 so rates never divide by zero)."""
     iv = rec.table("intervals").set_index("interval")
     if iv.empty:
         return iv.assign(t_s=[], dt=[])
@@ -347,7 +350,7 @@ def build_view(rec, projection: Projection | None = None, projection_warnings=()
     if rec.info.window is not None:
         summary["window"] = rec.info.window.as_dict()
     split = rec.category_split
-    iv = _intervals(rec)
+    iv = intervals(rec)
     cat = rec.table("cpu_category") if split else rec.table("cpu_category").iloc[0:0]
     busy = cat[~cat["category"].isin(NOT_WORK)]
     subcats = busy.groupby("subcategory")["cpu_s"].sum().sort_values(ascending=False).astype(float)
