@@ -6,9 +6,15 @@ the recording's own folder may be read-only, someone else's, or a fixture inside
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import click
 
+from dpuprof.categories import INFRASTRUCTURE
+from dpuprof.cli.common import echo_json, resolve_recording
 from dpuprof.errors import UserError
+from dpuprof.projection import store
 
 EPILOG = """\b
 Examples:
@@ -70,15 +76,17 @@ def project(recording, dpu, fmt, output, nodes, gpus_per_node, sweep_spec, set_s
     if gpus_per_node is not None and nodes is None:
         raise UserError("--gpus-per-node needs --nodes")
     only_cats = _only(only)
+    # Imported here, not at the top, so --help and a bad option stay fast (after dpuprof.cli is
+    # loaded, time.perf_counter around each import, 2-CPU VM): the window parser imports pandas
+    # (0.40-0.58 s), then the model and its pydantic schemas take 0.23-0.34 s more.
     from dpuprof.recording.window import parse_range
 
     window = parse_range(time_range)
 
-    from dpuprof.cli.common import echo_json, resolve_recording
     from dpuprof.project import build_projection, from_recording, load_profile
     from dpuprof.project import sweep as sweep_mod
-    from dpuprof.projection import store
     from dpuprof.recording import load
+    from dpuprof.render.formats.projection_terminal import render_terminal
 
     sweep_args = sweep_mod.parse(sweep_spec) if sweep_spec else None
     profile = sweep_mod.apply_sets(load_profile(dpu), set_specs)
@@ -90,20 +98,16 @@ def project(recording, dpu, fmt, output, nodes, gpus_per_node, sweep_spec, set_s
                             only=only_cats, window=window)
     sweep = sweep_mod.sweep(inp, profile, *sweep_args, mode=mode, only=only_cats, window=window) \
         if sweep_args else None
-    typed = store.stamp(proj, path, label=str(recording) if recording else str(path), sweep=sweep,
+    stamped = store.stamp(proj, path, label=str(recording) if recording else str(path), sweep=sweep,
                         set=list(set_specs) or None)
-    stored = _store(store, typed, path, output)
+    stored = _store(stamped, path, output)
 
     if fmt == "json":
-        echo_json(typed.as_json())
+        echo_json(stamped.as_json())
         if stored:
             click.echo(f"dpuprof: projection stored in {stored}", err=True)
         return
-    import sys
-
-    from dpuprof.render.formats.projection_terminal import render_terminal
-
-    click.echo(render_terminal(typed, color=sys.stdout.isatty()))
+    click.echo(render_terminal(stamped, color=sys.stdout.isatty()))
     if stored and output is None:
         click.echo(f"\nStored in {stored} (dpuprof report {path} draws it).")
     elif stored:
@@ -114,19 +118,15 @@ def _only(only: str | None) -> tuple[str, ...] | None:
     """``--only network,crypto`` -> the categories; UserError naming the allowed ones."""
     if only is None:
         return None
-    from dpuprof.categories import INFRASTRUCTURE
-
     cats = tuple(c.strip() for c in only.split(",") if c.strip())
     if not cats or any(c not in INFRASTRUCTURE for c in cats):
         raise UserError(f"--only {only!r}: use categories from {', '.join(INFRASTRUCTURE)}")
     return cats
 
 
-def _store(store, proj, recording, output: str | None):
+def _store(proj, recording, output: str | None):
     """Write the projection where ``-o`` says, else where ``report`` looks; the path, or None (with a
     warning) when the default place cannot be written. A named ``-o`` that fails is an error."""
-    from pathlib import Path
-
     target = store.default_output(recording) if output is None else Path(output)
     try:
         return store.write(proj, target)
