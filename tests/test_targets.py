@@ -186,6 +186,17 @@ def test_system_wide_is_every_process_but_the_recorder():
     assert work.meta()["workload"] == "system-wide"
 
 
+def test_system_wide_forgets_a_process_the_interval_after_it_ran():
+    work = Workload(Target(system_wide=True), recorder_pid=os.getpid())
+    work.start(None, 1, 1)
+    first = work.pids(None)
+    work.add_seen({999_999_998})  # ran in this interval, gone before /proc was read
+    assert 999_999_998 in first  # the recorder's workload set of this interval has it
+    assert 999_999_998 in work.pids(None)  # and the next interval's (late thread exits, late counts)
+    assert 999_999_998 not in work.pids(None)  # then it is forgotten: the set holds no dead pids
+    assert work.count >= len(first)  # the status line's "processes seen" still counts it
+
+
 def test_cgroup_errors_are_one_line(tmp_path):
     with pytest.raises(UserError) as err:
         cgroup_dir("/no/such/group/dpuprof-test")

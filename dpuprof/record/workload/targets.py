@@ -161,7 +161,12 @@ class Workload:
     tree_map: object = None  # the BPF ``tree`` map (bcc table), None in psutil mode
     lost_map: object = None  # the BPF ``tree_lost`` array: seeds that did not fit are counted there
     roots: dict[int, int] = field(default_factory=dict)  # attach/cgroup roots: pid -> start time
-    seen: set[int] = field(default_factory=set)  # every workload pid so far (exited ones stay)
+    # Every workload pid so far (exited ones stay), except system-wide: there, the live processes
+    # and those that ran since the previous ``pids`` call only (``ran``), or a host where jobs
+    # come and go would keep every pid it ever had, and each interval would walk them all.
+    seen: set[int] = field(default_factory=set)
+    ran: set[int] = field(default_factory=set)  # system-wide: ran since the last ``pids`` call (add_seen)
+    count: int = 0  # distinct processes that entered ``seen`` (a reused pid counts again), for the status line
     starts: dict[int, int] = field(default_factory=dict)  # start time of each pid when first seen
     child: object = None
     cgroup_path: str | None = None
@@ -264,9 +269,12 @@ class Workload:
         return out
 
     def pids(self, parents: dict[int, int] | None) -> set[int]:
-        """The workload's pids now, with every earlier one kept (an exited process keeps its data)."""
+        """The workload's pids now, with every earlier one kept (an exited process keeps its data);
+        system-wide, the live processes and those that ran since the previous call (an exited one
+        stays through the interval after the one it ran in: late thread exits, late counters)."""
         if self.target.kind == "system-wide":
-            now = set(procfs.all_pids())
+            now = set(procfs.all_pids()) | self.ran
+            self.ran = set()
         else:
             if self.cgroup_path:
                 self._refresh_cgroup()
@@ -280,14 +288,21 @@ class Workload:
                     now |= {root, *procfs.descendants([root], exclude=(self.recorder_pid,))}
         now.discard(0)
         now.discard(self.recorder_pid)
-        self.seen |= now
+        self.count += len(now - self.seen)
+        if self.target.kind == "system-wide":
+            self.seen = now
+        else:
+            self.seen |= now
         return self.seen
 
     def add_seen(self, pids) -> None:
         """System-wide: processes that ran in the interval (sampled or scheduled) but were gone
         before /proc was read are part of the workload too."""
         if self.target.kind == "system-wide":
-            self.seen |= {p for p in pids if p > 0 and p != self.recorder_pid}
+            ran = {p for p in pids if p > 0 and p != self.recorder_pid}
+            self.count += len(ran - self.seen)
+            self.seen |= ran
+            self.ran |= ran
 
     def symbolized(self, workload: set[int]):
         """Whose user stacks get full symbols: the workload, or every process with ``-a``."""
