@@ -10,7 +10,9 @@ exactly where the last one ended and no interval is lost at a switch.
 Each file is a complete Recording on its own: interval numbers restart at 0, and the processes,
 threads and stacks an interval refers to are written into the file that holds the interval (the
 recorder hands each only once, so they are kept here and written again where a new file needs
-them). Only the newest ``keep`` files of this writer's name pattern are kept in the directory.
+them, until the recorder says it will not refer to them again: ``forget``; threads and processes
+not seen in a whole file are dropped at rotation too). Only the newest ``keep`` files of this
+writer's name pattern are kept in the directory.
 """
 
 from __future__ import annotations
@@ -152,6 +154,14 @@ class RotatingWriter:
         want = sorted({sid for _pid, sid, _n in samples} - self.stacks_here)
         self.stacks_here.update(want)
         return [self.stacks[s] for s in want if s in self.stacks]
+
+    def forget(self, processes=(), stacks=()) -> None:
+        """Drop the rows kept of these pids and stack ids: the recorder will not refer to them
+        again (one it meets again is handed anew), so no later file needs them."""
+        for pid in processes:
+            self.processes.pop(pid, None)
+        for sid in stacks:
+            self.stacks.pop(sid, None)
 
     def close(self, **final_meta) -> None:
         """Close the current file (RecordingWriter.close)."""

@@ -125,6 +125,12 @@ class RecordingWriter:
             self._pending = []
         self._last_interval = max(self._last_interval, interval)
 
+    def forget(self, processes=(), stacks=()) -> None:
+        """The recorder will not refer to these pids and stack ids again. One file keeps nothing
+        per process or stack in memory (each row went to the file when it was given), so there is
+        nothing to drop; a writer that re-writes rows into later files drops its copies
+        (dpuprof/agent/rotate.py)."""
+
     def _write_all(self, interval, t_start, t_end, tables, processes, stacks, threads, markers) -> None:
         self._db.execute("INSERT INTO intervals VALUES (?, ?, ?)", (interval, t_start, t_end))
         if processes:

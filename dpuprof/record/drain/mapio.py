@@ -66,6 +66,34 @@ def delete_keys(table, keys: list) -> None:
                 pass
 
 
+def exited_entries(entries, live, drained: dict) -> list:
+    """Which entries of a per-process cumulative map may be deleted now: ``entries`` are
+    [(pid, key, values)], ``live`` the pids running now, ``drained`` {key: values} as the last
+    drain read them. An entry goes when its process is gone (pid 0, the idle task, never is) and
+    its values are the drained ones, so no count is lost; one that changed since (the exiting
+    task's last switch-out) waits for the next time. Returns the keys, in ``entries``' order."""
+    return [key for pid, key, values in entries if pid and pid not in live and drained.get(key) == values]
+
+
+def prune_exited(table, drained: dict, live, key_of, values_of) -> int:
+    """Delete from bcc hash ``table`` the entries of exited processes whose counts were drained
+    (``exited_entries``), and drop them from ``drained`` (the drainer's previous reading, keyed by
+    ``key_of(bcc key)`` whose first item is the pid, values ``values_of(bcc value)``). A pid the
+    kernel reuses afterwards starts a new entry from 0, which the drainer counts whole. Returns
+    how many entries were deleted."""
+    raw = {}
+    entries = []
+    for k, v in snapshot(table):
+        key = key_of(k)
+        raw[key] = k
+        entries.append((key[0] if isinstance(key, tuple) else key, key, values_of(v)))
+    gone = exited_entries(entries, live, drained)
+    delete_keys(table, [raw[key] for key in gone])
+    for key in gone:
+        drained.pop(key, None)
+    return len(gone)
+
+
 def clear_stack_map(table) -> int:
     """Delete every stack id in a bcc STACK_TRACE ``table``; returns how many were deleted.
 

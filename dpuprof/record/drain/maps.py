@@ -18,7 +18,8 @@ from collections import Counter, defaultdict
 
 from dpuprof.categories import IDLE, top_level
 from dpuprof.record.stacks.classify import Classifier, fold
-from dpuprof.record.drain.mapio import clear_stack_map, delete_keys, snapshot
+from dpuprof.record.drain.mapio import clear_stack_map, delete_keys, prune_exited, snapshot
+from dpuprof.record.lru import Lru
 from dpuprof.record.stacks.perfmap import SUFFIX as PERFMAP_SUFFIX
 from dpuprof.record.load.progstats import recursion_misses
 
@@ -30,6 +31,12 @@ IPPROTO = {6: "tcp", 17: "udp", 132: "sctp", 262: "mptcp", 136: "udplite"}
 KERNEL_SPACE = 0xFFFF800000000000  # x86-64: addresses at or above are kernel text
 SPILL_BIT = 0x40000000  # probes/cpu_sample.bpf.c: the stack id is one of spillN's, not stacksN's
 _FLIP_SETTLE_S = 0.002  # lets a sample already past the `active` read finish on another CPU
+# Distinct stacks interned at once. A host where jobs come and go meets new stacks for weeks (a
+# 4-minute system-wide run with a loop of short-lived processes interned 1,843); each costs ~1 KB
+# here and in the rotating writer's copy. The least recently sampled beyond this are forgotten; one
+# sampled again later is interned anew under a new id (a file may then hold the same folded stack
+# under two ids: every reader sums samples by folded stack, not by id).
+MAX_STACKS = 8192
 
 
 class _Cumulative:
@@ -55,8 +62,9 @@ class SampleDrainer:
     ``drain()`` returns a dict with ``cpu`` {(pid, subcategory): samples} (equal-weight counts:
     the mix, turned into time by accounting.py), ``run_ns`` {pid: on-CPU ns this interval,
     which the probe credits at every sched_switch and every sample}, ``stacks`` {(pid, stack_id):
-    samples}, ``new_stacks`` [(stack_id, folded, category, subcategory, cause)], ``comms`` {pid: comm}
-    and ``thread_cpu`` {(tid, subcategory): samples} of workload threads.
+    samples}, ``new_stacks`` [(stack_id, folded, category, subcategory, cause)], ``dropped_stacks``
+    [stack_id] forgotten (MAX_STACKS: never referred to again), ``comms`` {pid: comm} and
+    ``thread_cpu`` {(tid, subcategory): samples} of workload threads.
 
     Python frames (``python_frames``): each drain gives the probe the trampoline address range of
     every workload process with a perf map (py_ranges), and puts the Python frames its stack scan
@@ -64,8 +72,10 @@ class SampleDrainer:
     the native frames alone, so they do not change with Python frames on or off.
     """
 
-    def __init__(self, bpf, symbolizer, classifier: Classifier, python_frames: bool = True):
-        """Drains cpu_sample's maps; symbols through ``symbolizer``, categories via ``classifier``."""
+    def __init__(self, bpf, symbolizer, classifier: Classifier, python_frames: bool = True,
+                 max_stacks: int = MAX_STACKS):
+        """Drains cpu_sample's maps; symbols through ``symbolizer``, categories via ``classifier``;
+        at most ``max_stacks`` stacks interned at once."""
         self.bpf = bpf
         self.python_frames = python_frames
         self.py_ranges = bpf["py_ranges"] if python_frames else None
@@ -79,8 +89,9 @@ class SampleDrainer:
         self.spills = (bpf["spill0"], bpf["spill1"])
         self.active = bpf["active"]
         self.buf = 0
-        self.stack_ids: dict[tuple, int] = {}  # (folded, thread rule's subcategory or None) -> id
-        self.stack_class: dict[int, str] = {}
+        self.stack_ids = Lru(max_stacks)  # (folded, thread rule's subcategory or None) -> id
+        self.stack_class: dict[int, str] = {}  # id -> subcategory, of the ids in stack_ids
+        self.last_id = 0  # ids are never reused: a forgotten one may still be in the current file
         self.cleared = 0  # stack ids deleted by the last drain (a check that clearing happens)
 
     def _frames(self, buf: int, stack_id: int, resolve) -> list[str]:
@@ -176,7 +187,7 @@ class SampleDrainer:
         stacks: Counter = Counter()
         thread_cpu: Counter = Counter()
         comms: dict[int, str] = {}
-        new_stacks = []
+        new_stacks, dropped = [], []
         try:
             for k, n in entries:
                 pid = k.tgid
@@ -185,16 +196,7 @@ class SampleDrainer:
                 kframes, pyframes, uframes = self._sample_frames(old, k, full)
                 folded = fold(kframes, pyframes + uframes)
                 comm = k.comm.decode("utf-8", "replace")  # the sampled thread's name: thread rules
-                key = (folded, self.classifier.thread_rule(comm))
-                sid = self.stack_ids.get(key)
-                if sid is None:
-                    sid = self.stack_ids[key] = len(self.stack_ids) + 1
-                    res = self.classifier.explain(kframes, uframes, comm)
-                    sub = IDLE if pid == 0 and kframes == ["[idle]"] else res.subcategory
-                    if pid != 0 and sub == IDLE:
-                        sub = "kernel_other.other"  # a task's own context is never idle
-                    self.stack_class[sid] = sub
-                    new_stacks.append((sid, folded, top_level(sub), sub, res.cause))
+                sid = self._intern(folded, comm, pid, kframes, uframes, new_stacks, dropped)
                 sub = self.stack_class[sid]
                 cpu[(pid, sub)] += n
                 stacks[(pid, sid)] += n
@@ -203,8 +205,33 @@ class SampleDrainer:
         finally:
             self._clear(old)  # even when symbolising failed: a full map loses stacks
         self.sym.forget(gone)
-        return {"cpu": cpu, "stacks": stacks, "new_stacks": new_stacks, "comms": comms,
-                "run_ns": {pid: ns for pid, (ns,) in run.items()}, "thread_cpu": thread_cpu}
+        return {"cpu": cpu, "stacks": stacks, "new_stacks": new_stacks, "dropped_stacks": dropped,
+                "comms": comms, "run_ns": {pid: ns for pid, (ns,) in run.items()}, "thread_cpu": thread_cpu}
+
+    def _intern(self, folded: str, comm: str, pid: int, kframes, uframes, new_stacks: list, dropped: list) -> int:
+        """The id of a sampled stack (and its thread rule), classified and added to ``new_stacks``
+        when it is new; the ids this pushes out of ``stack_ids`` go to ``dropped``."""
+        key = (folded, self.classifier.thread_rule(comm))
+        sid = self.stack_ids.get(key)
+        if sid is not None:
+            return sid
+        sid = self.last_id = self.last_id + 1
+        res = self.classifier.explain(kframes, uframes, comm)
+        sub = IDLE if pid == 0 and kframes == ["[idle]"] else res.subcategory
+        if pid != 0 and sub == IDLE:
+            sub = "kernel_other.other"  # a task's own context is never idle
+        self.stack_class[sid] = sub
+        new_stacks.append((sid, folded, top_level(sub), sub, res.cause))
+        for _key, old in self.stack_ids.put(key, sid):
+            self.stack_class.pop(old, None)
+            dropped.append(old)
+        return sid
+
+    def prune(self, live) -> int:
+        """Delete the run_ns entries of processes that have exited (not in ``live``, pids now) and
+        whose last counts are drained: nothing else ever deletes them, and a map holding every pid
+        the host ever had fills (``run_map_full``) and is read whole every drain. Returns how many."""
+        return prune_exited(self.run_ns, self.run_cum.prev, live, lambda k: k.value, lambda v: (v.value,))
 
 
 class SoftirqDrainer:
@@ -287,19 +314,29 @@ class NetDrainer:
 
 
 class SockDrainer:
-    """sock_io: rows (pid, protocol, direction, bytes, calls)."""
+    """sock_io: rows (pid, protocol, direction, bytes, calls), the address families summed."""
 
     def __init__(self, bpf):
         self.stats = bpf["sock_stats"]
-        self.cum = _Cumulative()
+        self.cum = _Cumulative()  # keyed by the map's own key: prune compares entries with it
 
     def drain(self) -> list[tuple]:
-        cur: dict = defaultdict(lambda: (0, 0))
-        for k, v in snapshot(self.stats):
-            key = (k.tgid, IPPROTO.get(k.protocol, str(k.protocol)), SOCK_DIRS[min(k.dir, 1)])
-            b, c = cur[key]
-            cur[key] = (b + v.bytes, c + v.calls)
-        return [(pid, proto, d, b, c) for (pid, proto, d), (b, c) in sorted(self.cum.deltas(dict(cur)).items())]
+        cur = {_sock_key(k): (v.bytes, v.calls) for k, v in snapshot(self.stats)}
+        out: dict = defaultdict(lambda: (0, 0))
+        for (pid, _family, proto, d), (nbytes, calls) in self.cum.deltas(cur).items():
+            key = (pid, IPPROTO.get(proto, str(proto)), SOCK_DIRS[min(d, 1)])
+            b, c = out[key]
+            out[key] = (b + nbytes, c + calls)
+        return [(pid, proto, d, b, c) for (pid, proto, d), (b, c) in sorted(out.items())]
+
+    def prune(self, live) -> int:
+        """Delete the entries of exited processes already drained (SampleDrainer.prune's reason:
+        sock_stats, 8192 entries, is never emptied otherwise); returns how many."""
+        return prune_exited(self.stats, self.cum.prev, live, _sock_key, lambda v: (v.bytes, v.calls))
+
+
+def _sock_key(k) -> tuple[int, int, int, int]:
+    return (k.tgid, k.family, k.protocol, k.dir)
 
 
 class LostDrainer:
@@ -360,7 +397,6 @@ def descendants(parents: dict[int, int], root: int) -> set[int]:
                 out.add(c)
                 todo.append(c)
     return out
-
 
 
 __all__ = ["SampleDrainer", "SoftirqDrainer", "BlockDrainer", "NetDrainer", "SockDrainer",
