@@ -31,6 +31,20 @@ from dpuprof.record.drain.gpu import GpuTelemetry
 from dpuprof.record.drain.telemetry import HostTelemetry, ProcessTelemetry, is_process, process_info
 from dpuprof.recording.writer import RecordingWriter
 
+# Every EVICT_EVERY intervals the recorder forgets the processes outside the workload not seen for
+# PROC_STALE_S (system-wide: those that exited; the workload there is the live processes and those
+# that just ran, targets.py): a host where jobs come and go for weeks would otherwise keep a row
+# per pid it ever had (a 4-minute `record -a` beside a loop of short-lived processes held 32,000).
+# One seen again is read from /proc again, as a new process, and its row written again.
+EVICT_EVERY = 10
+PROC_STALE_S = 30.0
+
+
+def stale_processes(known: dict, workload, before: float) -> list[int]:
+    """The pids of ``known`` ({pid: (ppid, comm, cmdline, in_workload, first_seen, last_seen,
+    ...)}, times in unix s) that are not in ``workload`` and were last seen before ``before``."""
+    return [pid for pid, row in known.items() if pid not in workload and row[5] < before]
+
 
 @dataclass
 class Options:
@@ -206,7 +220,7 @@ class Recorder:
         if self.status is None:
             return
         extra = ({} if self.source.category_split else
-                 {"workload_cpu_s": self.workload_cpu_s, "processes": len(self.work.seen)})
+                 {"workload_cpu_s": self.workload_cpu_s, "processes": self.work.count})
         self.status.update(elapsed_s, self.total_samples, self.cat_totals, self.lost_total, **extra)
 
     def _finish(self, writer, recording_ok: bool) -> RunResult:
@@ -355,6 +369,19 @@ class Recorder:
         writer.write_interval(self.interval, t0, t1, tables, processes=processes, stacks=got.stacks,
                               markers=got.markers, threads=thread_rows)
         self.interval += 1
+        gone = self._evict(workload, t1) if self.interval % EVICT_EVERY == 0 else []
+        if gone or got.dropped_stacks:
+            writer.forget(processes=gone, stacks=got.dropped_stacks)
+
+    def _evict(self, workload: set[int], now: float) -> list[int]:
+        """Forget the processes that left (``stale_processes``) and what is kept per process for
+        the ones outside ``workload``; returns the pids forgotten."""
+        gone = stale_processes(self.known_procs, workload, now - PROC_STALE_S)
+        for pid in gone:
+            del self.known_procs[pid]
+        self.process_ok = {p: ok for p, ok in self.process_ok.items() if p in workload}
+        self.procs.retain(workload)
+        return gone
 
 
 __all__ = ["Options", "Recorder", "RunResult"]

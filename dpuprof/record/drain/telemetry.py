@@ -81,7 +81,10 @@ class ProcessTelemetry:
                 if proc is None:
                     proc = self._procs[pid] = psutil.Process(pid)
                 t = proc.cpu_times()
-            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            except psutil.NoSuchProcess:  # exited (psutil.ZombieProcess is one too)
+                self.forget(pid)
+                continue
+            except psutil.AccessDenied:  # keeps its baseline: a later reading still gives a delta
                 self._procs.pop(pid, None)
                 self._thread_ns.pop(pid, None)
                 continue
@@ -93,6 +96,18 @@ class ProcessTelemetry:
             exact = self._schedstat_delta_ns(pid, thread_stats)
             exact_ns[pid] = (du + ds) * 1e9 if exact is None else float(exact)
         return ProcessSample(rows, exact_ns, thread_stats)
+
+    def forget(self, pid: int) -> None:
+        """Drop ``pid``'s baselines (it has exited: a later process under the same pid starts
+        from nothing, and a host where jobs come and go does not keep every pid it had)."""
+        self._procs.pop(pid, None)
+        self._prev.pop(pid, None)
+        self._thread_ns.pop(pid, None)
+
+    def retain(self, pids) -> None:
+        """Forget every process not in ``pids`` (the workload now)."""
+        for pid in [p for p in self._prev.keys() | self._procs.keys() if p not in pids]:
+            self.forget(pid)
 
     def _schedstat_delta_ns(self, pid: int, thread_stats: dict) -> int | None:
         try:
