@@ -18,6 +18,7 @@ from __future__ import annotations
 import bisect
 import os
 
+from dpuprof.record.lru import Lru
 from dpuprof.record.stacks.elfsyms import ElfSymbols
 from dpuprof.record.stacks.perfmap import PerfMap, frame_name, read_code, return_offset
 from dpuprof.recording.folded import escape
@@ -53,6 +54,14 @@ def module_label(path: str) -> str:
 MIN_MAP_ADDR = 0x10000  # vm.mmap_min_addr's default: no process maps code below it
 USER_SPACE_END = 0x800000000000  # x86-64 with 4-level page tables: user addresses are below
 MAX_BACKOFF = 8  # drains: the longest wait between two re-reads of a process's maps for a miss
+# Bounds for a recorder that runs for weeks (dpuprof agent) on a host whose processes, libraries
+# and containers come and go. ELF files: the least recently used beyond MAX_ELF_FILES are
+# unloaded (a file's table is 0.1-1 MB; one needed again is re-read, ~30 ms for libcrypto).
+# Kernel addresses and module sizes: cleared when full (kernel text is finite, but a module path
+# may be a new memfd or container path each time).
+MAX_ELF_FILES = 128
+MAX_KERNEL_ADDRS = 65536
+MAX_MODULE_PATHS = 4096
 
 
 def could_be_code(maps: "ProcessMaps", addr: int) -> bool:
@@ -167,7 +176,7 @@ class Symbolizer:
         self._ucache: dict[int, dict[int, str]] = {}  # pid -> addr -> frame
         self._cached = 0
         self._maps: dict[int, ProcessMaps] = {}
-        self._files: dict[tuple, ElfSymbols | None] = {}  # (path, inode) -> its symbols
+        self._files = Lru(MAX_ELF_FILES)  # (path, inode) -> its ElfSymbols, or None (unreadable)
         self._max = max_cached
         self._generation = 0
         self._module_size: dict[str, int] = {}
@@ -202,6 +211,8 @@ class Symbolizer:
         sym = self._kcache.get(addr)
         if sym is None:
             sym = clean(self._ksym(addr))
+            if len(self._kcache) >= MAX_KERNEL_ADDRS:
+                self._kcache.clear()
             self._kcache[addr] = sym
         return sym
 
@@ -268,7 +279,7 @@ class Symbolizer:
         lives, else has no symbols."""
         start, end, path, _offset, inode = entry
         key = (path, inode)
-        if key not in self._files:
+        if key not in self._files:  # not get(): a file without symbols is stored as None
             found = None
             for candidate in (path.replace(" (deleted)", ""), f"/proc/{pid}/map_files/{start:x}-{end:x}",
                               f"/proc/{pid}/root{path}"):
@@ -278,8 +289,8 @@ class Symbolizer:
                         break
                 except OSError:
                     continue
-            self._files[key] = found
-        return self._files[key]
+            self._files.put(key, found)
+        return self._files.get(key)
 
     def _perfmap(self, pid: int) -> PerfMap:
         """``pid``'s perf map, with what was appended since the last read read in, at most once
@@ -331,6 +342,8 @@ class Symbolizer:
                 size = os.stat(path.replace(" (deleted)", "")).st_size
             except OSError:
                 size = 0
+            if len(self._module_size) >= MAX_MODULE_PATHS:
+                self._module_size.clear()
             self._module_size[path] = size
         return size > SYMBOLS_MAX_MODULE_BYTES
 
