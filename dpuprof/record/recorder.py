@@ -32,10 +32,11 @@ from dpuprof.record.drain.telemetry import HostTelemetry, ProcessTelemetry, is_p
 from dpuprof.recording.writer import RecordingWriter
 
 # Every EVICT_EVERY intervals the recorder forgets the processes outside the workload not seen for
-# PROC_STALE_S (system-wide: those that exited; the workload there is the live processes and those
-# that just ran, targets.py): a host where jobs come and go for weeks would otherwise keep a row
-# per pid it ever had (a 4-minute `record -a` beside a loop of short-lived processes held 32,000).
-# One seen again is read from /proc again, as a new process, and its row written again.
+# PROC_STALE_S: a host where jobs come and go for weeks would otherwise keep a row per pid it ever
+# had (a 4-minute `record -a` beside a loop of short-lived processes held 32,000). System-wide, the
+# workload is the live processes and those that just ran (targets.py), so one outside it has
+# exited (the recorder itself aside): forgotten at once. One seen again is read from /proc again,
+# as a new process, and its row written again.
 EVICT_EVERY = 10
 PROC_STALE_S = 30.0
 
@@ -376,7 +377,8 @@ class Recorder:
     def _evict(self, workload: set[int], now: float) -> list[int]:
         """Forget the processes that left (``stale_processes``) and what is kept per process for
         the ones outside ``workload``; returns the pids forgotten."""
-        gone = stale_processes(self.known_procs, workload, now - PROC_STALE_S)
+        before = now if self.work.target.kind == "system-wide" else now - PROC_STALE_S
+        gone = stale_processes(self.known_procs, workload, before)
         for pid in gone:
             del self.known_procs[pid]
         self.process_ok = {p: ok for p, ok in self.process_ok.items() if p in workload}

@@ -31,8 +31,9 @@ from dpuprof.record.workload.procfs import all_pids
 
 # Every this many drains, the per-process BPF maps (run_ns, sock_stats) lose the entries of
 # processes that have exited: one listing of /proc (~1 ms for 300 processes) instead of one per
-# interval; the maps hold at most this many drains' worth of exited processes.
-PRUNE_EVERY = 30
+# interval; the maps hold at most this many drains' worth of exited processes (each drain reads
+# run_ns whole: 30 drains left 12,000 entries beside a loop of short-lived processes).
+PRUNE_EVERY = 10
 
 
 #: Maps holding when something still in flight began, per CPU or per request (cpu_sample's last
@@ -183,7 +184,7 @@ class BpfSource:
             self.close()
             raise UserError(f"cannot attach the cpu-clock sampler ({err}); run: dpuprof doctor") from None
         self.hooks = probemod.hooks(bpf)
-        _release_freed_memory()  # clang's compile leaves ~100 MB of freed heap behind
+        release_freed_memory()  # clang's compile leaves ~100 MB of freed heap behind
         self.tree = TreeDrainer(bpf, os.getpid())
         work.tree_map, work.lost_map = bpf["tree"], bpf["tree_lost"]
         self.work = work
@@ -334,7 +335,7 @@ def _sample_totals(rows: list[CpuRow]) -> tuple[int, Counter]:
     return sum(row.samples for row in rows), busy
 
 
-def _release_freed_memory() -> None:
+def release_freed_memory() -> None:
     """Return freed heap to the OS (glibc keeps it by default), keeping the recorder's RSS low."""
     import ctypes
     try:
@@ -348,4 +349,4 @@ def make_source(opts):
     return PsutilSource(opts) if opts.psutil_only else BpfSource(opts)
 
 
-__all__ = ["Drained", "BpfSource", "PsutilSource", "make_source"]
+__all__ = ["Drained", "BpfSource", "PsutilSource", "make_source", "release_freed_memory"]
