@@ -102,6 +102,14 @@ class JobLabels:
         """The job of ``pid``; NO_JOB for one never noted (pid 0, the idle task, included)."""
         return self.by_pid.get(pid, NO_JOB)
 
+    def forget(self, pids) -> None:
+        """Drop these pids (exited: the recorder will not refer to them again) without forgetting
+        any job: a job left without a process is forgotten at ``retain`` (a rotation), so that its
+        series ends with a file. Keeps ``by_pid`` to the live processes within a file, not every
+        pid the file saw."""
+        for pid in pids:
+            self.by_pid.pop(pid, None)
+
     def retain(self, pids) -> set[Job]:
         """Keep only ``pids`` (the processes still referred to); return the jobs that no longer
         have a process, which are forgotten too (and so free a place under ``max_jobs``)."""

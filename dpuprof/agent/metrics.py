@@ -103,6 +103,10 @@ class IntervalMetrics:
                 self.lost.labels(kind, node).inc(count * w)
         self.recorded.labels(node).inc(max(0.0, t1 - t0) * w)
 
+    def forget(self, pids) -> None:
+        """The recorder will not refer to these pids again (RotatingWriter.on_forget)."""
+        self.jobs.forget(pids)
+
     def _job_series(self, counter: Counter, pid: int, *labels: str):
         """``counter``'s child for ``labels`` and ``pid``'s job, remembered under that job so that
         it can be removed when the job is gone (``rotated``)."""

@@ -36,18 +36,18 @@ class RotatingWriter:
 
     ``on_interval(t0, t1, tables, processes)`` is called after each committed interval (the
     metrics, metrics.py); ``on_rotate(path, pids)`` after each file is closed complete, with the
-    pids the next file may still refer to. ``now`` is the
-    clock the file names use (tests pass their own).
+    pids the next file may still refer to; ``on_forget(pids)`` when the recorder will not refer to
+    these pids again (``forget``). ``now`` is the clock the file names use (tests pass their own).
     """
 
     def __init__(self, directory: Path, prefix: str, meta: dict, owner=None, *, rotate_s: float | None = 600.0,
                  rotate_bytes: int | None = None, keep: int = 6,
                  on_interval: Callable | None = None, on_rotate: Callable | None = None,
-                 now: Callable[[], float] = time.time):
+                 on_forget: Callable | None = None, now: Callable[[], float] = time.time):
         self.directory, self.prefix, self.owner = Path(directory), prefix, owner
         self.meta = dict(meta)
         self.rotate_s, self.rotate_bytes, self.keep = rotate_s, rotate_bytes, max(1, keep)
-        self.on_interval, self.on_rotate, self.now = on_interval, on_rotate, now
+        self.on_interval, self.on_rotate, self.on_forget, self.now = on_interval, on_rotate, on_forget, now
         self.seq = 0
         self.files: list[Path] = []  # written by this writer, oldest first
         self.stacks: dict[int, tuple] = {}  # stack_id -> stack row, every stack handed so far
@@ -162,6 +162,8 @@ class RotatingWriter:
             self.processes.pop(pid, None)
         for sid in stacks:
             self.stacks.pop(sid, None)
+        if processes and self.on_forget is not None:
+            self.on_forget(processes)
 
     def close(self, **final_meta) -> None:
         """Close the current file (RecordingWriter.close)."""
