@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+from dpuprof.agent.jobs import NO_JOB, Job, JobLabels
 from dpuprof.agent.rotate import RotatingWriter
 from dpuprof.record.drain.mapio import exited_entries
 from dpuprof.record.drain.maps import SampleDrainer
@@ -69,7 +70,9 @@ def test_stack_interning_is_bounded_and_names_the_ids_it_lets_go():
 
 
 def test_a_forgotten_process_or_stack_is_not_copied_into_the_next_file(tmp_path):
-    w = RotatingWriter(tmp_path, "node", {"command": [], "interval_s": 1.0}, rotate_s=2, now=lambda: 1000.0)
+    told = []
+    w = RotatingWriter(tmp_path, "node", {"command": [], "interval_s": 1.0}, rotate_s=2, now=lambda: 1000.0,
+                       on_forget=told.append)
     rows = [(pid, 1, f"p{pid}", "", 1, 1000.0, 1001.0, None, "/a.service") for pid in (100, 101)]
     w.write_interval(0, 1000.0, 1001.0, {"cpu_category": [(100, "compute", "compute.other", 1, 0.01),
                                                           (101, "compute", "compute.other", 1, 0.01)],
@@ -87,6 +90,17 @@ def test_a_forgotten_process_or_stack_is_not_copied_into_the_next_file(tmp_path)
     assert set(second.table("processes")["pid"]) == {100}
     assert set(second.table("stacks")["stack_id"]) == {1} and second.complete
     assert w.processes.keys() == {100} and w.stacks.keys() == {1}
+    assert told == [[101]]  # the metrics' job labels forget it too
+
+
+def test_job_labels_forget_pids_but_keep_their_jobs_until_a_rotation():
+    labels = JobLabels(max_jobs=1)
+    labels.note(1, "/a.service")
+    labels.forget([1, 2])  # 2 was never noted
+    assert labels.of(1) == NO_JOB and labels.jobs == {Job("unit", "a.service")}
+    labels.note(3, "/b.service")  # the cap still counts a.service until retain()
+    assert labels.of(3) == JobLabels.OTHER
+    assert labels.retain({3}) == {Job("unit", "a.service")}
 
 
 def test_process_baselines_are_dropped_when_the_process_exits_or_leaves():
