@@ -32,11 +32,12 @@ KERNEL_SPACE = 0xFFFF800000000000  # x86-64: addresses at or above are kernel te
 SPILL_BIT = 0x40000000  # probes/cpu_sample.bpf.c: the stack id is one of spillN's, not stacksN's
 _FLIP_SETTLE_S = 0.002  # lets a sample already past the `active` read finish on another CPU
 # Distinct stacks interned at once. A host where jobs come and go meets new stacks for weeks (a
-# 4-minute system-wide run with a loop of short-lived processes interned 1,843); each costs ~1 KB
-# here and in the rotating writer's copy. The least recently sampled beyond this are forgotten; one
+# 4-minute system-wide run with a loop of short-lived processes interned 1,843, ~6 a second); each
+# holds ~0.7 KB (tracemalloc) here and in the rotating writer's copy, so this bound is ~3 MB,
+# reached within a 10-minute window at that rate. The least recently sampled are forgotten; one
 # sampled again later is interned anew under a new id (a file may then hold the same folded stack
 # under two ids: every reader sums samples by folded stack, not by id).
-MAX_STACKS = 8192
+MAX_STACKS = 4096
 
 
 class _Cumulative:

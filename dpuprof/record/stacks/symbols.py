@@ -57,10 +57,11 @@ MAX_BACKOFF = 8  # drains: the longest wait between two re-reads of a process's 
 # Bounds for a recorder that runs for weeks (dpuprof agent) on a host whose processes, libraries
 # and containers come and go. ELF files: the least recently used beyond MAX_ELF_FILES are
 # unloaded (a file's table is 0.1-1 MB; one needed again is re-read, ~30 ms for libcrypto).
-# Kernel addresses and module sizes: cleared when full (kernel text is finite, but a module path
-# may be a new memfd or container path each time).
+# Kernel addresses and module sizes: cleared when full (kernel text is finite, but new return
+# addresses kept coming at ~9 a second beside a loop of short-lived processes, ~130 bytes each;
+# and a module path may be a new memfd or container path each time).
 MAX_ELF_FILES = 128
-MAX_KERNEL_ADDRS = 65536
+MAX_KERNEL_ADDRS = 16384
 MAX_MODULE_PATHS = 4096
 
 
