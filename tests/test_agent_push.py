@@ -9,6 +9,7 @@ import gzip
 import json
 import socket
 import sqlite3
+import time
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -207,3 +208,44 @@ def test_jobs_beyond_the_cap_are_pushed_together_as_other(two_jobs):
     busiest = next(iter(every))
     assert list(capped) == [busiest, JobLabels.OTHER]
     assert capped[JobLabels.OTHER] == set().union(*(p for j, p in every.items() if j != busiest))
+
+
+def test_a_file_of_idle_and_observer_samples_only_pushes_nothing(two_jobs, ingest):
+    """An agent's file of a quiet minute: every sample idle or the recorder's own programs."""
+    path, _pids = two_jobs
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE stacks SET category = 'idle'")
+    db.close()
+    server, warned, registry = ingest(), [], CollectorRegistry()
+    Pusher(parse_push_url(server.url), "n", registry, warn=warned.append).consume(load(path))
+    assert server.requests == [] and warned == []
+
+
+class _Buggy:
+    """A task whose first file meets a bug (not one of TASK_ERRORS)."""
+
+    def __init__(self):
+        self.consumed, self.skipped = [], []
+
+    def consume(self, rec):
+        self.consumed.append(rec.path)
+        if len(self.consumed) == 1:
+            raise TypeError("a bug on this file's shape")
+
+    def skip(self, path, reason, why=""):
+        self.skipped.append((reason, why))
+
+
+def test_a_bug_on_one_file_does_not_end_the_background_work(two_jobs, capsys):
+    path, _pids = two_jobs
+    task = _Buggy()
+    worker = RotationWorker([task])
+    worker.submit(path)
+    deadline = time.time() + 60
+    while not task.skipped and time.time() < deadline:  # the first file met the bug
+        time.sleep(0.05)
+    worker.submit(path)
+    worker.close()
+    assert len(task.consumed) == 2  # the same thread worked on the next file
+    assert task.skipped == [("error", "TypeError: a bug on this file's shape")]
+    assert "Traceback" in capsys.readouterr().err

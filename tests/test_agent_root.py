@@ -149,6 +149,9 @@ def test_agent_metrics_carry_a_jobs_cpu_and_files_cover_the_run(tmp_path, slurm_
         _wait_recorded(agent, port, 0.0)
 
         cpu_s = _zlib_in(group_dir, 6)
+        # At once: the gauges are replaced at each projection, so the job's lasts only until the
+        # file after its last one (3 s of rotation, plus a projection) has been projected.
+        freed = _projected(agent, port, job)
         covered = _wait_recorded(agent, port, 0.0)
         _wait_recorded(agent, port, covered + 2.0)  # the workload's last interval is committed
         samples = _scrape(port)
@@ -160,7 +163,6 @@ def test_agent_metrics_carry_a_jobs_cpu_and_files_cover_the_run(tmp_path, slurm_
         assert compression / job_cpu >= 0.6, mine
         assert all(labels["node"] == socket.gethostname() for labels, _v in mine)
         assert _value(samples, "process_cpu_seconds_total") > 0  # the agent's own CPU
-        freed = _projected(agent, port, job)  # a file with the workload, projected at its rotation
         assert freed > 0, "BlueField-3 offloads deflate: some of the job's zlib CPU is freed"
         profiles = _pushed(agent, server, job)  # the same file, pushed before it was projected
         assert sum(s.value[0] for p in profiles for s in p.sample) > 0

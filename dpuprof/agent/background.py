@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import queue
 import threading
+import traceback
 from pathlib import Path
 
 from dpuprof.errors import UserError
 from dpuprof.recording import load
 
 #: What a task may raise on a file it cannot handle (a damaged or unexpected recording); anything
-#: else is a bug and ends the thread with its traceback, as any other bug would.
+#: else is a bug: its traceback goes to stderr, the file is skipped (``error``) and the thread goes on.
 TASK_ERRORS = (UserError, OSError, ValueError, KeyError)
 
 
@@ -58,6 +59,11 @@ class RotationWorker:
                     task.consume(rec)
                 except TASK_ERRORS as err:  # one task's failure does not keep the file from the others
                     task.skip(path, "error", str(err))
+                except Exception as err:  # noqa: BLE001 -- a bug: its traceback once, and the agent goes on
+                    # An agent runs for weeks: a bug on one file's shape must not end --push and
+                    # --project for good (the thread died, and every later file was "busy").
+                    traceback.print_exc()
+                    task.skip(path, "error", f"{type(err).__name__}: {err}")
 
     def close(self, timeout: float = 30.0) -> None:
         """Let the file being worked on finish (at most ``timeout`` seconds), then stop."""

@@ -258,6 +258,8 @@ def stack_table(rec, pids=None) -> pd.DataFrame:
     agg = ss.groupby(["pid", "stack_id"], as_index=False)["samples"].sum()
     agg = agg.merge(st, on="stack_id", how="inner")
     agg = agg[~agg["category"].isin(NOT_WORK)]
+    if agg.empty:  # only idle and the observer sampled (an agent's file of a quiet minute)
+        return pd.DataFrame(columns=cols).astype({"samples": float})
     procs = rec.table("processes").drop_duplicates("pid").set_index("pid")["comm"]
     roots = {pid: frame_name(procs.get(pid, ""), int(pid)) for pid in agg["pid"].unique()}
     agg["folded"] = agg["pid"].map(roots) + SEP + agg["folded"]
