@@ -2,7 +2,8 @@
 # Set up a fresh machine to develop and test dpuprof (run as root; idempotent):
 #   bcc + kernel headers, the test tools (Chromium for the HTML report test, sqlite3, and iperf3,
 #   fio, openssl, curl and perf for the hardening tests and benchmarks, bpftrace for an independent count
-#   of scheduler events in the thread tests, and Go for `go tool pprof`,
+#   of scheduler events in the thread tests, bpftool and gcc for the BTF reader's check against a
+#   compiled struct layout (tests/test_btf.py), and Go for `go tool pprof`,
 #   the independent reader of the pprof export; a Prometheus server that scrapes dpuprof agent in
 #   tests/test_agent_root.py), and the
 #   Python packages: dpuprof itself with its test and example extras (PyTorch CPU for examples/),
@@ -16,7 +17,7 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 scripts/install-bcc.sh
 need=()
-for pkg in chromium sqlite3 iperf3 fio openssl curl linux-perf bpftrace golang-go prometheus; do dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg"); done
+for pkg in chromium sqlite3 iperf3 fio openssl curl linux-perf bpftrace bpftool gcc golang-go prometheus; do dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg"); done
 if [ "${#need[@]}" -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq "${need[@]}" >/dev/null

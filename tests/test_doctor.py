@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from capsrun import as_nobody as as_nobody_with, nobody_dir  # noqa: F401 (a fixture)
+from dpuprof.cli import cli
 from dpuprof.record import doctor
 from dpuprof.record.workload.privilege import CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, CAP_SYS_PTRACE, REPORTED
 
@@ -24,8 +25,8 @@ NOBODY = 65534
 
 
 def _doctor_output(*args) -> dict:
-    from dpuprof.cli import cli
-
+    # dpuprof.cli is imported above, as root: nobody cannot read a Python installed under /root
+    # (pyenv), so the forked child must import nothing new
     res = CliRunner().invoke(cli, ["doctor", *args])
     return {"exit_code": res.exit_code, "stdout": res.stdout}
 

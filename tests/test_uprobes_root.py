@@ -76,12 +76,15 @@ def test_codec_calls_bytes_and_direction(tmp_path):
         assert 0 < cpu_ns <= ns
         # On-CPU time inside the calls against the thread's CPU time around them (time.thread_time).
         # Where the probed function is the call (libcrypto through ctypes; zlib.compress is its
-        # deflate loop) they agree; zlib.decompress also copies its 1 MiB result out of the
-        # oversized buffer, and the wheel's AESGCM allocates and fills its result, outside the
-        # probed function. The set-up's extra encrypt/compress adds 1/60 the other way.
+        # deflate loop) they agree (0.95-0.98 here); zlib.decompress also copies its 1 MiB result
+        # out of the oversized buffer, outside the probed function (0.60-0.65). The wheel's AESGCM
+        # writes into a reused buffer (encrypt_into: a fresh result made most of the time around
+        # the call page faults, 7.7 against 40.3 ms), and does a part of its work outside
+        # EVP_*Update (context set-up, the tag): 0.75 for encrypt, 0.92 for decrypt, in two runs on
+        # the 2-vCPU VM. The set-up's extra encrypt/compress adds 1/60 the other way.
         around = own["cpu_s"][target] * 1e9
         print(f"{target}: cpu_ns {cpu_ns / 1e6:.1f} ms, thread_time around {around / 1e6:.1f} ms")
-        low = 0.85 if target.startswith("libcrypto") or target == "libz:deflate" else 0.25
+        low = 0.25 if target == "libz:inflate" else 0.6 if target.startswith("cryptography_rust") else 0.85
         assert low * around <= cpu_ns <= 1.05 * around, (target, cpu_ns, around)
 
 

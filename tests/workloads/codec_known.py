@@ -2,7 +2,8 @@
 
 Usage: codec_known.py REPEAT. Each of REPEAT rounds: one zlib decompress (one inflate call: the
 output buffer is larger than the result), one zlib compress, one AES-256-GCM encrypt and one
-decrypt through `cryptography` (its statically linked OpenSSL), and one EVP_EncryptUpdate and one
+decrypt through `cryptography` (its statically linked OpenSSL; into reused buffers, so that the
+time around a call is the cipher's and not a fresh result's page faults), and one EVP_EncryptUpdate and one
 EVP_DecryptUpdate through the system libcrypto.so.3 (ctypes; $CODEC_LIBCRYPTO names another copy
 to load instead). Sleeps first, so that a recorder's
 first drain has happened. Prints one JSON line: the ground truth ``truth`` {lib:func: [calls, input
@@ -25,6 +26,7 @@ comp = zlib.compress(data, 1)
 key, nonce = os.urandom(32), os.urandom(12)
 gcm = AESGCM(key)
 sealed = gcm.encrypt(nonce, data, None)
+sealed_out, opened_out = bytearray(len(sealed)), bytearray(RAW)  # reused: encrypt_into (cryptography >= 47)
 
 crypto = ctypes.CDLL(os.environ.get("CODEC_LIBCRYPTO", "libcrypto.so.3"))  # a copy: see the test
 crypto.EVP_CIPHER_CTX_new.restype = ctypes.c_void_p
@@ -60,8 +62,8 @@ time.sleep(1.5)
 for _ in range(repeat):
     assert timed("libz:inflate", zlib.decompress, comp, 15, RAW + 64) == data
     timed("libz:deflate", zlib.compress, data, 1)
-    timed("cryptography_rust:EVP_EncryptUpdate", gcm.encrypt, nonce, data, None)
-    timed("cryptography_rust:EVP_DecryptUpdate", gcm.decrypt, nonce, sealed, None)
+    timed("cryptography_rust:EVP_EncryptUpdate", gcm.encrypt_into, nonce, data, None, sealed_out)
+    timed("cryptography_rust:EVP_DecryptUpdate", gcm.decrypt_into, nonce, sealed, None, opened_out)
     evp("libcrypto:EVP_EncryptUpdate", crypto.EVP_EncryptInit_ex, crypto.EVP_EncryptUpdate)
     evp("libcrypto:EVP_DecryptUpdate", crypto.EVP_DecryptInit_ex, crypto.EVP_DecryptUpdate)
 time.sleep(0.2)
