@@ -24,23 +24,20 @@
 //                                   [0] samples dropped (counts map full)
 //                                   [1] kernel stack: bucket collision in the stack map (-EEXIST)
 //                                   [2] user stack: bucket collision in the stack map (-EEXIST)
-//                                   [3] run_ns updates lost (map full)
+//                                   [3] unused (run_ns updates lost, when this probe had run_ns)
 //                                   [4] kernel stack: stack map full (-ENOMEM)
 //                                   [5] user stack: stack map full (-ENOMEM)
 //                                   [6] user stack unwalkable: -EFAULT although the sample was
 //                                       taken in user mode (not a map loss)
 //                                   [7] kernel stack: any other error
 //                                   [8] user stack: any other error
-// Exact time: sampling gives each process's mix of stacks; its total comes from the scheduler.
-//           sched_switch credits the on-CPU time since the previous switch on that CPU to the task
-//           leaving it (run_ns: exact per-process CPU time, idle included as tgid 0); every sample
-//           also credits the running slice so far, so long slices show up in the interval they ran
-//           in. User space scales each process's sample counts to its run_ns. (Weighting samples by
-//           the time since the last event instead would bias the mix toward code that runs long
-//           after a switch; the hrtimer also cannot fire with interrupts off or while a vCPU is out
-//           in the hypervisor, which equal weights do not correct either: a known sampling limit.)
-//           run_ns      HASH  tgid -> on-CPU ns, cumulative                   (65536 entries)
-//           cpu_state   PERCPU_ARRAY [0] = time of the last switch or sample on this CPU
+// Exact time: sampling gives each process's mix of stacks; its total comes from the scheduler's own
+//           accounting, read by user space (/proc/PID/stat for a live workload process, proc_tree's
+//           exit hook for one that ended, /proc/stat for the host: drain/accounting.py), so no
+//           program runs on sched_switch for it. (Weighting samples by the time since the last
+//           event instead would bias the mix toward code that runs long after a switch; the hrtimer
+//           also cannot fire with interrupts off or while a vCPU is out in the hypervisor, which
+//           equal weights do not correct either: a known sampling limit.)
 // Python:   CPython >= 3.12 with its perf trampoline on runs each Python call through a small
 //           trampoline of its own (named in /tmp/perf-PID.map), but its interpreter is built
 //           without frame pointers, so the user stack walk never reaches those trampolines. For a
@@ -52,10 +49,8 @@
 //           (docs/python-frames.md: a scan can also find stale words in live frames).
 //           py_ranges   HASH  tgid -> {lo, hi, size, ret}: the trampoline arena (1024 entries)
 //           py_scan     PERCPU_ARRAY [0] = the copied stack words
-// Hooks:    perf_event PERF_TYPE_SOFTWARE / PERF_COUNT_SW_CPU_CLOCK; sched:sched_switch through
-//           cpu_sample_on_switch, called by the one sched_switch program (probes/hot_events.bpf.c)
-// Overhead: one stack walk (kernel + user) per sample, and one per-CPU read and one hash update
-//           per context switch (its hook in hot_events' sched_switch program, measured there).
+// Hooks:    perf_event PERF_TYPE_SOFTWARE / PERF_COUNT_SW_CPU_CLOCK
+// Overhead: one stack walk (kernel + user) and one hash update per sample; nothing per switch.
 //           on_sample (benchmarks/hot_loads.py, benchmarks/HOT_LOADS.md: 2026-12-02, 2-vCPU VM,
 //           99 Hz): 24 us per sample x 124/s on an iperf3 flood, 18 us x 196/s on 4 x 128 Python
 //           threads (their stacks scanned for Python frames), 0.3-0.35 % of one core.
@@ -102,13 +97,7 @@ struct py_words {
     u32 pad;
 };
 
-struct cpu_state {
-    u64 last_ts;
-};
-
 BPF_HASH(counts, struct sample_key, u64, 65536);
-BPF_PERCPU_ARRAY(cpu_state, struct cpu_state, 1);
-BPF_HASH(run_ns, u32, u64, 65536);
 BPF_STACK_TRACE(stacks0, 16384);
 BPF_STACK_TRACE(stacks1, 16384);
 BPF_STACK_TRACE(spill0, 4096);
@@ -212,35 +201,6 @@ static inline s32 check_stack(s32 id, int user, int user_mode) {
     return id;
 }
 
-// Credit the time since the last switch/sample on this CPU, up to `now`, to `tgid`; returns it (0 on
-// the first event after attaching, when there is no previous timestamp).
-static inline u64 account(u32 tgid, u64 now) {
-    int zero = 0;
-    struct cpu_state *st = cpu_state.lookup(&zero);
-    if (!st)
-        return 0;
-    u64 delta = st->last_ts ? now - st->last_ts : 0;
-    st->last_ts = now;
-    if (!delta)
-        return 0;
-    u64 *v = run_ns.lookup(&tgid);
-    if (!v && run_ns.insert(&tgid, &delta) == 0)
-        return delta;
-    if (!v)
-        v = run_ns.lookup(&tgid);  // another CPU inserted it first
-    if (v)
-        __sync_fetch_and_add(v, delta);
-    else
-        count_lost(3);
-    return delta;
-}
-
-// sched_switch's hook (probes/hot_events.bpf.c owns the program): runs in the context of the task
-// leaving the CPU, `tgid`.
-static inline void cpu_sample_on_switch(u64 now, u32 tgid) {
-    account(tgid, now);
-}
-
 int on_sample(struct bpf_perf_event_data *ctx) {
     int zero = 0;
     u32 *which = active.lookup(&zero);
@@ -271,7 +231,6 @@ int on_sample(struct bpf_perf_event_data *ctx) {
     if ((key.kstack < 0 && key.kstack != -EFAULT) || (key.ustack < 0 && key.ustack != -EFAULT))
         key.ip = PT_REGS_IP(&ctx->regs);  // still classifiable by its leaf frame
     scan_python(&key, ctx, umode);
-    account(key.tgid, bpf_ktime_get_ns());
     u64 one = 1, *val = counts.lookup(&key);
     if (val) {
         __sync_fetch_and_add(val, 1);

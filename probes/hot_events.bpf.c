@@ -1,11 +1,13 @@
 // hot_events: the one program on each hot scheduler and softirq event, serving every probe.
 //
 // Purpose:  every context switch, wake-up and softirq on the host runs the programs attached to it,
-//           whether or not the task is the workload's; three programs on sched_switch (cpu_sample's
-//           exact CPU, sched_wait's per-thread waits, uprobes' per-call on-CPU clock) cost three
-//           dispatches, three timestamps and three per-CPU reads per switch. Here each event has
+//           whether or not the task is the workload's; two programs on sched_switch (sched_wait's
+//           per-thread waits, uprobes' per-call on-CPU clock) would cost two dispatches, two
+//           timestamps and two per-CPU reads per switch. (No program counts each process's exact
+//           CPU here: the scheduler keeps it, read from /proc and proc_tree's exit hook,
+//           dpuprof/record/drain/accounting.py.) Here each event has
 //           one program that takes the timestamp once and calls the hook of each loaded probe:
-//             sched_switch   cpu_sample_on_switch, sched_wait_on_switch, uprobes_on_switch
+//             sched_switch   sched_wait_on_switch, uprobes_on_switch
 //             sched_waking   sched_wait_on_waking
 //             softirq_entry  softirq_on_entry, sched_wait_irq_enter
 //             softirq_exit   softirq_on_exit, sched_wait_irq_exit
@@ -20,7 +22,8 @@
 //           runs in prev's context, so prev's ids are the current task's; next's pid is read at
 //           TASK_PID_OFF. sched_waking(task_struct *p). softirq_entry/exit(unsigned int vec).
 // Maps:     none of its own.
-// Overhead: host-wide per switch: one timestamp, cpu_sample's per-CPU read and run_ns update,
+// Overhead: host-wide per switch: one timestamp (the numbers below were measured with
+//           cpu_sample's per-CPU read and run_ns update per switch, since removed),
 //           sched_wait's thread lookups (one hash miss each for a task outside the workload),
 //           uprobes' one array read while no probed call is in flight. Measured (benchmarks/hot_loads.py, benchmarks/HOT_LOADS.md: 2026-12-02, 2-vCPU VM, BPF statistics on):
 //             sched_switch  597 ns x 36,782/s on an iperf3 flood (the three programs before: 358 +
@@ -49,9 +52,6 @@ static inline long hot_switch_state(u64 preempt, u64 state) {
 
 static inline void hot_on_switch(u64 prev_id, u32 next_tid, long state) {
     u64 now = bpf_ktime_get_ns();
-#ifdef HOOK_cpu_sample
-    cpu_sample_on_switch(now, prev_id >> 32);
-#endif
 #ifdef HOOK_sched_wait
     sched_wait_on_switch(now, (u32)prev_id, prev_id >> 32, next_tid, state);
 #endif
@@ -81,7 +81,7 @@ static inline void hot_softirq_exit(u32 vec) {
 }
 #endif
 
-#if defined(HOOK_cpu_sample) || defined(HOOK_sched_wait) || defined(HOOK_uprobes)
+#if defined(HOOK_sched_wait) || defined(HOOK_uprobes)
 #define HOT_SWITCH 1
 #endif
 

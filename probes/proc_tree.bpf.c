@@ -12,18 +12,30 @@
 // Maps:     tree        HASH  pid (tid of the new task) -> tgid of its parent   (131072 entries)
 //           execs       HASH  tgid -> bpf_ktime_get_ns() of its exec; user space deletes what it
 //                             took                                              (4096 entries)
-//           exec_all    ARRAY [0] = 1: every exec on the host is put in `execs`
+//           exec_all    ARRAY [0] = 1: every exec on the host is put in `execs`, and every
+//                             process's exit in `exit_cpu`
+//           exit_cpu    HASH  tgid -> the process's whole on-CPU ns (all its threads) when its last
+//                             thread exits; user space takes what changed since its last /proc
+//                             reading and deletes the entry (drain/accounting.py)  (8192 entries)
 //           tree_lost   ARRAY [0] = forks not recorded because `tree` was full,
-//                             [1] = execs not recorded because `execs` was full
-// Hooks:    tracepoints sched:sched_process_fork, sched:sched_process_exec
-// Overhead: one hash lookup per fork/clone and per exec on the host; negligible (both are rare
-//           next to context switches).
+//                             [1] = execs not recorded because `execs` was full,
+//                             [2] = process exits not recorded because `exit_cpu` was full
+// Hooks:    tracepoints sched:sched_process_fork, sched:sched_process_exec, sched:sched_process_exit
+//           (the exit's CPU only where dpuprof/record/load/probes.py defines PROC_TREE_EXIT_CPU with
+//           the offsets below, from BTF: TASK_SIGNAL_OFF task_struct.signal, TASK_RUNTIME_OFF
+//           task_struct.se.sum_exec_runtime, SIG_LIVE_OFF signal_struct.live, SIG_RUNTIME_OFF
+//           signal_struct.sum_sched_runtime). do_exit counts signal->live down before the
+//           tracepoint, so the thread that sees 0 is its process's last: the process's CPU is then
+//           what its released threads left in signal->sum_sched_runtime plus this thread's own.
+// Overhead: one hash lookup per fork/clone, exec and thread exit on the host; negligible (all are
+//           rare next to context switches).
 #include <uapi/linux/ptrace.h>
 
 BPF_HASH(tree, u32, u32, 131072);
 BPF_HASH(execs, u32, u64, 4096);
 BPF_ARRAY(exec_all, u32, 1);
-BPF_ARRAY(tree_lost, u64, 2);
+BPF_ARRAY(tree_lost, u64, 3);
+BPF_HASH(exit_cpu, u32, u64, 8192);
 
 static inline void tree_count_lost(int idx) {
     u64 *lost = tree_lost.lookup(&idx);
@@ -52,3 +64,28 @@ TRACEPOINT_PROBE(sched, sched_process_exec) {
         tree_count_lost(1);
     return 0;
 }
+
+#ifdef PROC_TREE_EXIT_CPU
+static inline u64 tree_read_u64(u64 addr) {
+    u64 v = 0;
+    bpf_probe_read_kernel(&v, sizeof(v), (void *)addr);
+    return v;
+}
+
+TRACEPOINT_PROBE(sched, sched_process_exit) {
+    u32 tgid = bpf_get_current_pid_tgid() >> 32;
+    int zero = 0;
+    u32 *all = exec_all.lookup(&zero);
+    if (!tree.lookup(&tgid) && !(all && *all))
+        return 0;
+    u64 task = bpf_get_current_task();
+    u64 sig = tree_read_u64(task + TASK_SIGNAL_OFF);
+    int live = 1;
+    if (!sig || bpf_probe_read_kernel(&live, sizeof(live), (void *)(sig + SIG_LIVE_OFF)) != 0 || live != 0)
+        return 0;  // not the process's last thread
+    u64 ns = tree_read_u64(sig + SIG_RUNTIME_OFF) + tree_read_u64(task + TASK_RUNTIME_OFF);
+    if (exit_cpu.update(&tgid, &ns) != 0)
+        tree_count_lost(2);
+    return 0;
+}
+#endif

@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from dpuprof.agent.jobs import NO_JOB, Job, JobLabels
 from dpuprof.agent.rotate import RotatingWriter
 from dpuprof.record.drain.mapio import exited_entries
@@ -51,7 +53,7 @@ class _Map(dict):
 
 
 def _drainer(max_stacks: int) -> SampleDrainer:
-    bpf = {name: _Map() for name in ("py_ranges", "run_ns", "counts", "stacks0", "stacks1", "spill0", "spill1",
+    bpf = {name: _Map() for name in ("py_ranges", "counts", "stacks0", "stacks1", "spill0", "spill1",
                                      "active")}
     return SampleDrainer(bpf, symbolizer=None, classifier=Classifier(), max_stacks=max_stacks)
 
@@ -108,14 +110,27 @@ def test_process_baselines_are_dropped_when_the_process_exits_or_leaves():
     telemetry = ProcessTelemetry()
     telemetry.sample([child.pid, os.getpid()])
     child.wait()
-    telemetry.sample([child.pid, os.getpid()])  # gone: nothing is kept for it
+    telemetry.sample([child.pid, os.getpid()])  # gone, no exit recorded yet: it may come a drain late
+    assert child.pid in telemetry._prev
+    telemetry.sample([child.pid, os.getpid()])  # still none: nothing is kept for it
     assert child.pid not in telemetry._prev and child.pid not in telemetry._procs
     telemetry.retain(set())  # left the workload: the recorder's periodic eviction
-    assert not telemetry._prev and not telemetry._procs and not telemetry._thread_ns
+    assert not telemetry._prev and not telemetry._procs
     # A process met again after being forgotten starts from nothing: its CPU since it began.
     spent = sum(os.times()[:2])
     (pid, user, system), = [r for r in telemetry.sample([os.getpid()]).proc_cpu if r[0] == os.getpid()]
     assert user + system >= spent - 0.02
+
+
+def test_an_exited_process_is_charged_its_final_total_less_its_last_reading():
+    child = subprocess.Popen([sys.executable, "-c", "sum(range(3_000_000))"])
+    telemetry = ProcessTelemetry()
+    telemetry.sample([child.pid])
+    u0, s0 = telemetry._prev[child.pid]
+    child.wait()
+    got = telemetry.sample([child.pid], exits={child.pid: (u0 + s0) * 1e9 + 25e6})
+    assert got.exact_ns[child.pid] == pytest.approx(25e6)
+    assert child.pid not in telemetry._prev  # accounted for the last time
 
 
 class _NoKernel:

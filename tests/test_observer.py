@@ -78,7 +78,7 @@ def test_observer_rules_must_name_an_observer_subcategory():
 
 def test_a_process_observer_share_comes_out_of_its_own_exact_time():
     # pid 7 ran 1 s exactly (schedstat); 30 of its 100 samples were in our probes
-    rows = cpu_category_rows({(7, "network.tcpip"): 70, (7, "observer.bpf"): 30}, {7: 1e9}, {7: 1e9}, 1e7)
+    rows = cpu_category_rows({(7, "network.tcpip"): 70, (7, "observer.bpf"): 30}, {7: 1e9}, None, 1e7)
     by = {r.subcategory: r.cpu_s for r in rows if r.pid == 7}
     assert by == pytest.approx({"network.tcpip": 0.7, "observer.bpf": 0.3})
     assert {r.category for r in rows} == {"network", OBSERVER}

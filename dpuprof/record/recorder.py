@@ -10,6 +10,7 @@ The recorder prints nothing: errors go to ``on_error`` as they happen, progress 
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import sqlite3
 import time
@@ -162,6 +163,7 @@ class Recorder:
         """Start the command and write one interval per ``interval_s`` until it ends."""
         opts = self.opts
         start = self.started_at = time.time()
+        self._children_cpu0 = _children_cpu_s()
         try:
             child = self.child = self.work.start(self.user, opts.term_after_s, opts.kill_after_s,
                                                  env_extra=self.source.env_extra())
@@ -169,7 +171,7 @@ class Recorder:
             writer.close(end_time=time.time(), exit_code=None, complete=True, error="command failed to start")
             raise
         if not self.work.target.command:  # processes that ran before: their CPU counts from now
-            self.procs.sample(self._workload_pids())
+            self.procs.baseline(self._workload_pids())
         recording_ok = self._guard_write(lambda: writer.set_meta(start_time=start, root_pid=self.work.root_pid))
         t_prev, self.recorded_s, parts = start, 0.0, 0
         end_at = start + opts.target.duration_s if opts.target and opts.target.duration_s else float("inf")
@@ -215,6 +217,7 @@ class Recorder:
         self.threads.rebaseline(workload, proc.thread_stats)
         self.host.sample()
         self.gpu.sample()
+        self.source.exits()  # processes that ended in the off part: not in the next interval
         return time.time()
 
     def _show(self, elapsed_s: float) -> None:
@@ -232,8 +235,13 @@ class Recorder:
         child = self.child
         reason = stop_reason(child)
         if recording_ok:
+            check = {}
+            if self.work.target.command and reason == "command exited" and not self.opts.duty:
+                # The kernel's count of the command tree's CPU (every process reaped by it, wait4):
+                # the self-check of the workload's categorised CPU (recording/summary.py).
+                check["command_cpu_s"] = round(_children_cpu_s() - self._children_cpu0, 6)
             try:
-                writer.close(end_time=time.time(), exit_code=child.returncode, stop_reason=reason)
+                writer.close(end_time=time.time(), exit_code=child.returncode, stop_reason=reason, **check)
             except sqlite3.Error as err:
                 self.on_error(f"cannot finish {self.opts.output} ({err})")
                 recording_ok = False
@@ -343,17 +351,21 @@ class Recorder:
         live_workload = [p for p in workload if self._is_process(p)]
         if len(self.process_ok) > 2 * len(workload):  # ids that left the workload (pids are reused)
             self.process_ok = {p: ok for p, ok in self.process_ok.items() if p in workload}
-        self.procs.sample(self.work.take_moved_in())  # baselines only: their CPU before joining is not ours
-        proc = self.procs.sample(live_workload)
+        self.procs.baseline(self.work.take_moved_in())  # their CPU before joining is not ours
+        # The exits first, then /proc: a process that ends in between is charged next interval.
+        exits = self.source.exits()
+        self.work.add_seen(exits.keys())  # system-wide only
+        proc = self.procs.sample(live_workload, {p: ns for p, ns in exits.items() if p in workload})
+        host_tables = self.host.sample()  # the host's times at the same instant as the processes'
         self.workload_cpu_s += sum(user + system for _, user, system in proc.proc_cpu)
         thread_tables, thread_rows = self.threads.interval(t0, t1, workload, proc.thread_stats)
-        got = self.source.drain(workload, proc.schedstat_ns, writer)
+        got = self.source.drain(workload, proc.exact_ns, self.host.times, writer)
         self.total_samples += got.samples
         self.cat_totals.update(got.busy)
         self.lost_total += got.lost
         for pid, comm in got.comms.items():
             self._note_process(pid, comm, pid in workload, t1, parents.get(pid))
-        for pid in got.ran:  # ran, never sampled, gone before /proc was read
+        for pid in got.ran | exits.keys():  # ran, never sampled, gone before /proc was read
             if pid > 0 and pid in workload and pid not in self.known_procs:
                 self._note_process(pid, None, True, t1, parents.get(pid))
         for pid in live_workload:
@@ -362,7 +374,7 @@ class Recorder:
         tables = {"proc_cpu": proc.proc_cpu, **got.tables}
         tables["lost"] = tables.get("lost", []) + thread_tables.pop("lost")
         tables.update(thread_tables)
-        tables.update(self.host.sample())
+        tables.update(host_tables)
         tables.update(self.gpu.sample())  # gpu, gpu_process (dpuprof/record/drain/gpu.py)
         tables["recorder_cpu"] = self.own_cpu.sample()
         processes = [(pid, *self.known_procs[pid]) for pid in sorted(self.dirty_procs)]
@@ -387,3 +399,9 @@ class Recorder:
 
 
 __all__ = ["Options", "Recorder", "RunResult"]
+
+
+def _children_cpu_s() -> float:
+    """User + system CPU seconds of this process's reaped children (getrusage RUSAGE_CHILDREN)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime

@@ -1,17 +1,18 @@
 """Where an interval's CPU data comes from: the two recording modes behind one interface.
 
 ``BpfSource`` (default; root and bcc) loads the eBPF probes (probes.py), samples stacks at
-``freq_hz`` and classifies them, counts exact on-CPU time at every sched_switch, and drains the
-softirq, block, net, socket, uprobe and loss maps. Each interval it yields ``cpu_category`` (the
-exact-CPU policy: accounting.py), ``stack_samples``, ``thread_category``, ``softirq``,
+``freq_hz`` and classifies them, and drains the softirq, block, net, socket, uprobe and loss maps.
+Each interval it yields ``cpu_category`` (the samples' mix scaled to the kernel's exact times:
+accounting.py), ``stack_samples``, ``thread_category``, ``softirq``,
 ``block_io``/``block_latency``, ``net_io``/``events``, ``sock_io``, ``lost``, ``probe_cost`` (its
-own programs' run time, drain/cost.py) and the uprobe tables, new stacks and markers.
+own programs' run time, drain/cost.py) and the uprobe tables, new stacks and markers; ``exits``
+gives the CPU of the workload's processes that ended.
 
 ``PsutilSource`` (``--probes psutil``) needs no root and loads nothing: it yields no tables of its
 own, so the recording holds only what the recorder samples in both modes (host_cpu, proc_cpu,
 thread tables from /proc, gpu): host and per-process CPU splits without categories.
 
-The interface (``load``, ``meta``, ``prime``, ``parents``, ``sched_wait_maps``, ``drain``,
+The interface (``load``, ``meta``, ``prime``, ``parents``, ``exits``, ``sched_wait_maps``, ``drain``,
 ``pause``, ``resume``, ``close``) is what recorder.py calls; it never asks which mode it has.
 """
 
@@ -24,23 +25,22 @@ from dataclasses import dataclass, field
 
 from dpuprof.categories import NOT_WORK
 from dpuprof.errors import UserError
-from dpuprof.record.drain.accounting import CpuRow, cpu_category_rows
+from dpuprof.record.drain.accounting import CpuRow, HostTimes, cpu_category_rows
 from dpuprof.record.stacks.perfmap import ENV as PYTHON_ENV
 from dpuprof.record.stacks.perfmap import python_frames_status
 from dpuprof.record.workload.procfs import all_pids
 
-# Every this many drains, the per-process BPF maps (run_ns, sock_stats) lose the entries of
-# processes that have exited: one listing of /proc (~1 ms for 300 processes) instead of one per
-# interval; the maps hold at most this many drains' worth of exited processes (each drain reads
-# run_ns whole: 30 drains left 12,000 entries beside a loop of short-lived processes).
+# Every this many drains, the per-process BPF map sock_stats loses the entries of processes that
+# have exited: one listing of /proc (~1 ms for 300 processes) instead of one per interval; the
+# map holds at most this many drains' worth of exited processes (each drain reads it whole).
 PRUNE_EVERY = 10
 
 
-#: Maps holding when something still in flight began, per CPU or per request (cpu_sample's last
-#: switch, softirq's entry, block_io's issue): emptied before the probes are attached again after a
+#: Maps holding when something still in flight began, per CPU or per request (softirq's entry,
+#: block_io's issue): emptied before the probes are attached again after a
 #: pause, or the first event to end would be charged the paused time. The probes treat a missing
 #: start as "began before we attached".
-IN_FLIGHT_MAPS = ("cpu_state", "sirq_start", "blk_start")
+IN_FLIGHT_MAPS = ("sirq_start", "blk_start")
 #: Probes whose state follows each thread or process across events (sched_wait's waits, uprobes'
 #: calls and links into each process): a pause would leave it wrong, so --duty refuses them.
 NOT_PAUSABLE = ("sched_wait", "uprobes")
@@ -51,7 +51,7 @@ class Drained:
     """One interval from a source: ``tables`` {table: rows} for RecordingWriter.write_interval,
     ``stacks`` new stack rows, ``dropped_stacks`` ids of stacks never referred to again,
     ``markers`` marker rows, ``comms`` {pid: comm} of sampled processes,
-    ``ran`` pids that ran (sampled or not), ``samples`` sampled (busy ``busy`` by top-level
+    ``ran`` pids that were sampled, ``samples`` sampled (busy ``busy`` by top-level
     category), ``lost`` whole samples lost (map overflows)."""
     tables: dict = field(default_factory=dict)
     stacks: list = field(default_factory=list)
@@ -97,7 +97,10 @@ class PsutilSource:
     def sched_wait_maps(self):
         return None
 
-    def drain(self, workload, schedstat_ns, writer) -> Drained:
+    def exits(self) -> dict[int, float]:
+        return {}
+
+    def drain(self, workload, exact_ns, host, writer) -> Drained:
         return Drained()
 
     def pause(self) -> None:
@@ -261,6 +264,7 @@ class BpfSource:
         for drainer in (self.softirq, self.block, self.net, self.sock, self.lost, self.uprobes, self.cost):
             if drainer is not None:
                 drainer.drain()
+        self.tree.exits()
 
     def parents(self) -> dict[int, int] | None:
         return self.tree.parents() if self.bpf is not None else None
@@ -269,15 +273,20 @@ class BpfSource:
         from dpuprof.record.drain.threads import SchedWaitMaps
         return SchedWaitMaps(self.bpf) if "sched_wait" in self.used else None
 
-    def drain(self, workload, schedstat_ns, writer) -> Drained:
+    def exits(self) -> dict[int, float]:
+        """{pid: on-CPU ns of its whole life} of the processes that ended since the last call
+        (proc_tree's exit hook; empty where BTF lacks its offsets)."""
+        return self.tree.exits() if self.bpf is not None else {}
+
+    def drain(self, workload, exact_ns, host: HostTimes | None, writer) -> Drained:
         """Drain every map for the interval just ended. ``workload``: its pids (symbols resolved
-        in full); ``schedstat_ns`` {pid: ns}: live workload processes' exact CPU (accounting.py);
-        ``writer``: the uprobe tables look up ids in it."""
+        in full); ``exact_ns`` {pid: ns}: the workload processes' exact CPU and ``host`` the host's
+        times (accounting.py); ``writer``: the uprobe tables look up ids in it."""
         d = self.samples.drain(self.work.symbolized(workload))
-        self.work.add_seen(d["comms"].keys() | d["run_ns"].keys())  # system-wide only
-        rows = cpu_category_rows(d["cpu"], d["run_ns"], schedstat_ns, 1e9 / self.opts.freq_hz)
+        self.work.add_seen(d["comms"].keys() | exact_ns.keys())  # system-wide only
+        rows = cpu_category_rows(d["cpu"], exact_ns, host, 1e9 / self.opts.freq_hz)
         out = Drained(stacks=d["new_stacks"], dropped_stacks=d["dropped_stacks"], comms=d["comms"],
-                      ran=set(d["run_ns"]))
+                      ran=set(d["comms"]))
         out.samples, out.busy = _sample_totals(rows)
         t = out.tables
         t["cpu_category"] = rows
@@ -297,13 +306,11 @@ class BpfSource:
         if self.uprobes:  # collectives, codec_calls, markers, lost
             out.markers = self.uprobes.contribute(t, workload, writer)
         # Only whole samples count as lost here; a failed stack walk still counts its sample.
-        out.lost = sum(n for kind, n in t["lost"] if kind.startswith(("samples", "run")))
+        out.lost = sum(n for kind, n in t["lost"] if kind.startswith("samples"))
         self.drains += 1
         if self.drains % PRUNE_EVERY == 0:
-            live = set(all_pids())
-            for drainer in (self.samples, self.sock):
-                if drainer is not None:
-                    drainer.prune(live)
+            if self.sock is not None:
+                self.sock.prune(set(all_pids()))
         return out
 
     def _parent_of(self, pid: int) -> int | None:

@@ -86,6 +86,9 @@ class RecordingMeta:
     gpu: dict = field(default_factory=dict)
     #: seconds added to the recorded interval times to put them on the wall clock
     clock_offset_s: float = 0.0
+    #: the command's CPU seconds as the kernel counted them when it was reaped (its tree's, through
+    #: wait4: RUSAGE_CHILDREN), when the recording covered its whole life; else None
+    command_cpu_s: float | None = None
 
     @classmethod
     def from_dict(cls, meta: dict) -> "RecordingMeta":
@@ -114,6 +117,7 @@ class RecordingMeta:
             probe_cost=meta.get("probe_cost") if isinstance(meta.get("probe_cost"), str) else None,
             window=WindowMeta.from_dict(meta.get("window")), duty=_duty(meta.get("duty")),
             job=obj("job"), gpu=obj("gpu"), clock_offset_s=_number(meta.get("clock_offset_s")) or 0.0,
+            command_cpu_s=_number(meta.get("command_cpu_s")),
         )
 
 

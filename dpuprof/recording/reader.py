@@ -230,6 +230,7 @@ _META_CHECKS = {
     "interval_s": (lambda v: _is_number(v) and 0 <= v <= 86400, "a number of seconds from 0 to 86400"),
     "start_time": (_is_number, "a number"),
     "end_time": (_is_number, "a number"),
+    "command_cpu_s": (lambda v: _is_number(v) and v >= 0, "a number of seconds"),
     "cpu_count": (lambda v: _is_number(v) and v == int(v) and 0 <= v <= 1 << 20, "a whole number of CPUs"),
     "exit_code": (lambda v: isinstance(v, int) and not isinstance(v, bool) and abs(v) <= 1 << 31, "a whole number"),
     "root_pid": (lambda v: isinstance(v, int) and not isinstance(v, bool) and abs(v) <= 1 << 31, "a whole number"),

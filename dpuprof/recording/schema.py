@@ -22,7 +22,9 @@ consistent up to its last committed interval.
   "measured" when the probe_cost table holds run times, else "unavailable: <reason>"), duty
   ({on_s, period_s}, written by ``agent --duty``: on_s recorded of every period_s, the probes
   detached in between, so the intervals leave gaps and the recording's duration is the intervals'
-  span less the gaps; absent: no gaps).
+  span less the gaps; absent: no gaps), command_cpu_s (the command tree's CPU seconds as the kernel
+  counted them when it was reaped, getrusage RUSAGE_CHILDREN; written only when the recording
+  covered the command's whole life: the self-check of the workload's CPU, recording/summary.py).
 
 Version 2 adds what the projection's critical-path model needs: per-thread scheduling of the
 workload's threads (``threads``, ``thread_time``, ``thread_wait``, ``thread_category``), collective
@@ -72,24 +74,20 @@ CREATE TABLE IF NOT EXISTS processes (
     ns_pid INTEGER, cgroup TEXT);
 -- CPU samples classified per interval x process x (sub)category; pid 0 is the idle task.
 -- samples are equal-weight counts (the mix); cpu_s is the process's exact on-CPU time in the
--- interval (scheduler run time: probes/cpu_sample.bpf.c run_ns, or /proc schedstat for a live
--- workload process) split across its subcategories in proportion to samples
--- (dpuprof/record/drain/maps.py scale_to_exact). A process without exact time counts
--- 1 / sample_freq_hz per sample; one that ran but was never sampled has samples 0 and
--- subcategory kernel_other.unsampled. Idle (pid 0) gives up what workload processes were charged
--- above their run_ns (time they ran in the idle task's context), so the host still adds up.
+-- interval split across its subcategories in proportion to samples (dpuprof/record/drain/accounting.py
+-- states the policy and how it changed: a workload process's time is the kernel's own total, the
+-- rest of the host's busy time is shared by the other samples, idle and steal are /proc/stat's).
+-- A workload process that ran but was never sampled has samples 0 and subcategory
+-- kernel_other.unsampled; idle.steal is time the hypervisor gave to someone else.
 -- v3: the (category, subcategory) pairs, each stored once; cpu_counts and stack_list name them by id.
 CREATE TABLE IF NOT EXISTS subcategories (
     subcategory_id INTEGER PRIMARY KEY, category TEXT NOT NULL, subcategory TEXT NOT NULL,
     UNIQUE (category, subcategory));
 -- CPU samples classified per interval x process x (sub)category; pid 0 is the idle task.
 -- samples are equal-weight counts (the mix); cpu_ns is the process's exact on-CPU time in the
--- interval (scheduler run time: probes/cpu_sample.bpf.c run_ns, or /proc schedstat for a live
--- workload process) split across its subcategories in proportion to samples
--- (dpuprof/record/drain/maps.py scale_to_exact), rounded to the nanosecond. A process without exact
--- time counts 1 / sample_freq_hz per sample; one that ran but was never sampled has samples 0 and
--- subcategory kernel_other.unsampled. Idle (pid 0) gives up what workload processes were charged
--- above their run_ns (time they ran in the idle task's context), so the host still adds up.
+-- interval split across its subcategories in proportion to samples, rounded to the nanosecond
+-- (the policy: dpuprof/record/drain/accounting.py). A workload process that ran but was never
+-- sampled has samples 0 and subcategory kernel_other.unsampled; idle.steal is the hypervisor's.
 -- v5: category observer (subcategory observer.bpf) holds samples whose kernel stack ran one of
 -- dpuprof's own BPF programs (docs/taxonomy.md): not work of the process, kept out of its totals.
 -- v3 stores one row per interval: counts is the packed list (packing.py) of (pid,

@@ -29,9 +29,13 @@ def summarize(rec: Recording) -> dict:
 
     duration_s, command, workload ("command", "attach", "cgroup" or "system-wide"), schema_version, complete, mode, category_split, sample_freq_hz,
     host_cpu {total_s, idle_s, observer_s, by_category, by_subcategory, cpu_times},
-    workload_cpu {total_s, observer_s, by_category, by_subcategory, proc_cpu_s},
+    workload_cpu {total_s, observer_s, by_category, by_subcategory, proc_cpu_s, kernel_s},
     processes [{pid, ppid, comm, cpu_s, by_category}], io {...}, net {...}, softirq_s {vector: s},
     lost_samples, lost.
+
+    ``workload_cpu.kernel_s`` is the self-check: the command tree's CPU as the kernel counted it
+    when it was reaped (meta ``command_cpu_s``), to hold against total_s + observer_s (the same
+    CPU, categorised); None where the recording did not cover the command's whole life.
     """
     split = rec.category_split
     cat = rec.table("cpu_category")
@@ -68,6 +72,7 @@ def summarize(rec: Recording) -> dict:
             "by_category": _by_category(wl) if split else None,
             "by_subcategory": _by_subcategory(wl) if split else None,
             "proc_cpu_s": round(wl_proc_s, 6),
+            "kernel_s": rec.info.command_cpu_s,
         },
         "processes": processes,
         "io": _io(rec),

@@ -299,10 +299,32 @@ def _warnings(rec, summary: dict) -> list[str]:
     if rec.category_split and own > 0 and rec.duration_s:
         out.append(f"the recorder itself used {own / rec.duration_s:.2f} cores ({own:.1f} CPU s), "
                    f"counted in host CPU as {RECORDER_LABEL!r} and left out of the stacks")
+    line = _self_check_line(summary["workload_cpu"], rec.category_split)
+    if line:
+        out.append(line)
     if not rec.category_split:
         out.append("no category split (psutil mode): CPU is shown as user/system/softirq time; "
                    "record with the BPF probes to split it into network, storage, crypto ...")
     return out
+
+
+#: how far the categorised workload CPU may be from the kernel's count before the report says so
+SELF_CHECK_PCT = 2.0
+
+
+def _self_check_line(wl: dict, split: bool) -> str | None:
+    """A note when the workload's categorised CPU (with its observer share) and the kernel's count
+    of the command tree's CPU (``kernel_s``) differ by more than SELF_CHECK_PCT; None otherwise."""
+    kernel = wl.get("kernel_s")
+    if not split or not kernel:
+        return None
+    recorded = wl["total_s"] + wl["observer_s"]
+    pct = 100 * (recorded - kernel) / kernel
+    if abs(pct) <= SELF_CHECK_PCT:
+        return None
+    return (f"self-check: the workload's categorised CPU ({recorded:.2f} s) is {pct:+.1f} % off the kernel's "
+            f"count for the command's processes ({kernel:.2f} s, reaped); categories and shares carry that error "
+            f"(a process outside the command's tree, or one not reaped by it, is one cause)")
 
 
 def _recorder_summary(rec) -> dict | None:

@@ -1,4 +1,4 @@
-"""Exact-CPU accounting: how one interval's samples and scheduler times become ``cpu_category``.
+"""Exact-CPU accounting: how one interval's samples and the kernel's own times become ``cpu_category``.
 
 The policy, in one place (pure: no I/O, no BPF; the recorder reads the inputs and writes the rows).
 
@@ -7,37 +7,33 @@ its start-up and RSS down, so "columns" are the keys and values below):
 
 ``samples`` {(pid, subcategory): count}
     cpu-clock samples (probes/cpu_sample.bpf.c) classified by stack, at ``period_ns`` apart on
-    each CPU. pid 0 is the idle task of every CPU (subcategory ``idle``).
-``switch_ns`` {pid: ns}
-    on-CPU time per process from sched_switch: the probe credits the time since the previous
-    switch (or sample) on that CPU to the task leaving it, with ``bpf_ktime_get_ns``. Covers every
-    process, idle (pid 0) included, so over all pids it adds up to CPUs x interval.
-``schedstat_ns`` {pid: ns}
-    for each *live workload process*: the sum over its threads of the /proc/PID/task/TID/schedstat
-    ``sum_exec_runtime`` delta (what getrusage and top report; telemetry.ProcessTelemetry). A
-    process whose threads could not be listed gives its psutil user+system delta instead.
+    each CPU. pid 0 is the idle task of every CPU (subcategory ``idle`` when it idled, another one
+    for interrupt work that ran on it).
+``exact_ns`` {pid: ns}
+    each *workload process's* CPU time in the interval, from the scheduler's own total
+    (sum_exec_runtime of all its threads, dead ones included): /proc/PID/stat utime + stime (in
+    clock ticks, 10 ms, but never drifting: each reading is the exact running total, rounded) for a
+    live process, and for one whose last thread exited, its final total from proc_tree's exit hook
+    less its last /proc reading (telemetry.ProcessTelemetry). No program runs on sched_switch for it.
+``host`` HostTimes
+    the host's idle, iowait and steal ns over all CPUs in the interval (/proc/stat: idle and iowait
+    are measured, not ticked, on NO_HZ kernels) and its busy ns: CPUs x the interval's length less
+    those three. None where /proc/stat was not read.
 
 Policy:
 
-1. **Exact time per process.** A live workload process is charged its schedstat time; a workload
-   process that exited within the interval (no schedstat) and every other process, its
-   sched_switch time.
-2. **The wake-up surplus comes out of idle.** The scheduler charges a woken task for part of its
-   wake-up path, which ran in the context of whatever was current -- usually the idle task. So
-   the workload's total surplus over its sched_switch time, when positive, is subtracted from
-   pid 0 (never below zero), and the host still adds up.
-3. **A deficit is recorded as ``idle.steal``.** When the workload's schedstat time is below its
-   sched_switch time, the difference ran on no one's account: sum_exec_runtime follows
-   ``rq_clock_task``, which under CONFIG_PARAVIRT_TIME_ACCOUNTING leaves out the time the
-   hypervisor gave the vCPU to someone else (steal), while ``bpf_ktime_get_ns`` counts it. It is
-   written as pid 0, subcategory ``STEAL`` (category ``idle``: no work of this host), so busy
-   categories plus idle still cover CPUs x interval. (fixtures/storage-heavy, recorded before
-   this rule, falls 3.65 CPU-s short of 65.04 with 4.49 s of /proc/stat steal.)
-4. **Samples give the mix, the scheduler the total.** Each process's exact time is split over its
+1. **Exact time per workload process.** A process with exact time gets it, split over its
    subcategories in proportion to its sample counts.
-5. A process that was sampled but has no exact time counts ``period_ns`` per sample.
-6. A process that ran but was never sampled (shorter than a period) is recorded under
-   ``UNSAMPLED`` (``kernel_other.unsampled``); pid 0 under ``idle``.
+2. **The rest of the host's busy time is shared by samples.** Busy ns less the workload's exact
+   ns (clamped at 0) is split over every other sampled (pid, subcategory) in proportion to its
+   samples: the host's other processes, and interrupt work sampled on the idle task. Their share
+   is sampled, their total is the kernel's.
+3. **Idle and steal are the kernel's.** ``idle`` (pid 0) is the host's idle + iowait ns; steal
+   (the hypervisor ran someone else) is ``idle.steal`` (category ``idle``: no work of this host).
+   So busy categories plus idle cover CPUs x interval.
+4. A workload process with exact time and no sample (shorter than a period) is recorded under
+   ``UNSAMPLED`` (``kernel_other.unsampled``).
+5. Without host times each sample without exact time counts ``period_ns``, and idle is its samples.
 
 Output: ``cpu_category`` rows (pid, category, subcategory, samples, cpu_s): category is the
 subcategory's top level, samples the count behind it (0 for an unsampled or steal row), cpu_s
@@ -64,62 +60,57 @@ class CpuRow(NamedTuple):
     cpu_s: float
 
 
-def exact_times(switch_ns: Mapping[int, float], schedstat_ns: Mapping[int, float]) -> dict[int, float]:
-    """Exact on-CPU ns per process (policy steps 1 to 3).
-
-    ``switch_ns`` {pid: ns} for every process that ran, pid 0 = idle; ``schedstat_ns`` {pid: ns}
-    for the live workload processes. Returns {pid: ns}: schedstat where given, sched_switch time
-    otherwise, idle less the workload's net surplus (clamped at 0).
-
-    The net deficit, when schedstat is below sched_switch time, is not in these times: see
-    ``deficit_ns`` (written as ``STEAL`` by ``cpu_category_rows``).
-    """
-    exact = {pid: float(ns) for pid, ns in switch_ns.items()}
-    surplus = 0.0
-    for pid, ns in schedstat_ns.items():
-        exact[pid] = float(ns)
-        surplus += ns - switch_ns.get(pid, 0)
-    if surplus > 0 and exact.get(0):
-        exact[0] = max(0.0, exact[0] - surplus)
-    return exact
-
-
-def deficit_ns(switch_ns: Mapping[int, float], schedstat_ns: Mapping[int, float]) -> float:
-    """The workload's net schedstat deficit this interval, in ns (0 when it has a surplus): the
-    time sched_switch saw workload processes current that their schedstat does not charge them
-    and ``exact_times`` charges nobody. On a VM this is the steal time spent while they were
-    current (policy step 3)."""
-    net = sum(ns - switch_ns.get(pid, 0) for pid, ns in schedstat_ns.items())
-    return max(0.0, -net)
+class HostTimes(NamedTuple):
+    """The host's CPU time over all CPUs in one interval, ns: ``busy`` (CPUs x length less the
+    other three), ``idle`` (idle + iowait), ``steal``."""
+    busy: float
+    idle: float
+    steal: float
 
 
 def split_by_samples(samples: Mapping[tuple[int, str], int], exact_ns: Mapping[int, float],
-                     period_ns: float) -> dict[tuple[int, str], float]:
-    """CPU ns per (pid, subcategory), policy steps 4 to 6: each process's ``exact_ns[pid]`` split
-    in proportion to its ``samples[(pid, sub)]``; ``period_ns`` per sample without exact time; a
-    process with exact time and no samples under UNSAMPLED (pid 0: ``idle``)."""
+                     rest_ns: float | None, period_ns: float) -> dict[tuple[int, str], float]:
+    """CPU ns per (pid, subcategory) of the busy samples (policy steps 1, 2, 4, 5): each workload
+    process's ``exact_ns[pid]`` split in proportion to its ``samples[(pid, sub)]``; ``rest_ns``
+    split over every other sample (``period_ns`` each when None); a process with exact time and
+    no samples under UNSAMPLED. Idle samples are left out (``cpu_category_rows`` adds idle)."""
     per_pid: Counter = Counter()
-    for (pid, _sub), n in samples.items():
+    others = 0
+    for (pid, sub), n in samples.items():
+        if sub == IDLE:
+            continue
         per_pid[pid] += n
+        if pid not in exact_ns:
+            others += n
+    rate = period_ns if rest_ns is None else (rest_ns / others if others else 0.0)
     out = {}
     for (pid, sub), n in samples.items():
+        if sub == IDLE:
+            continue
         exact = exact_ns.get(pid)
-        out[(pid, sub)] = n * period_ns if exact is None else exact * n / per_pid[pid]
+        out[(pid, sub)] = n * rate if exact is None else exact * n / per_pid[pid]
     for pid, exact in exact_ns.items():
         if pid not in per_pid and exact > 0:
-            out[(pid, IDLE if pid == 0 else UNSAMPLED)] = exact
+            out[(pid, UNSAMPLED)] = exact
     return out
 
 
-def cpu_category_rows(samples: Mapping[tuple[int, str], int], switch_ns: Mapping[int, float],
-                      schedstat_ns: Mapping[int, float], period_ns: float) -> list[CpuRow]:
+def cpu_category_rows(samples: Mapping[tuple[int, str], int], exact_ns: Mapping[int, float],
+                      host: HostTimes | None, period_ns: float) -> list[CpuRow]:
     """The whole policy: one interval's ``cpu_category`` rows, sorted by (pid, subcategory)."""
-    ns = split_by_samples(samples, exact_times(switch_ns, schedstat_ns), period_ns)
-    steal = deficit_ns(switch_ns, schedstat_ns)
-    if steal > 0:
-        ns[(0, STEAL)] = steal
-    return [CpuRow(pid, top_level(sub), sub, samples.get((pid, sub), 0), v / 1e9)
+    rest = None if host is None else max(0.0, host.busy - sum(exact_ns.values()))
+    ns = split_by_samples(samples, exact_ns, rest, period_ns)
+    idle_samples = sum(n for (pid, sub), n in samples.items() if sub == IDLE)
+    idle_ns = idle_samples * period_ns if host is None else host.idle
+    if idle_ns > 0 or idle_samples:
+        ns[(0, IDLE)] = idle_ns
+    if host is not None and host.steal > 0:
+        ns[(0, STEAL)] = host.steal
+    counts = Counter()
+    for (pid, sub), n in samples.items():
+        counts[(0, IDLE) if sub == IDLE else (pid, sub)] += n
+    return [CpuRow(pid, top_level(sub), sub, counts.get((pid, sub), 0), v / 1e9)
             for (pid, sub), v in sorted(ns.items())]
 
 
-__all__ = ["UNSAMPLED", "STEAL", "CpuRow", "exact_times", "deficit_ns", "split_by_samples", "cpu_category_rows"]
+__all__ = ["UNSAMPLED", "STEAL", "CpuRow", "HostTimes", "split_by_samples", "cpu_category_rows"]

@@ -61,8 +61,7 @@ class SampleDrainer:
     """Drains cpu_sample: classified CPU per process plus folded stacks.
 
     ``drain()`` returns a dict with ``cpu`` {(pid, subcategory): samples} (equal-weight counts:
-    the mix, turned into time by accounting.py), ``run_ns`` {pid: on-CPU ns this interval,
-    which the probe credits at every sched_switch and every sample}, ``stacks`` {(pid, stack_id):
+    the mix, turned into time by accounting.py), ``stacks`` {(pid, stack_id):
     samples}, ``new_stacks`` [(stack_id, folded, category, subcategory, cause)], ``dropped_stacks``
     [stack_id] forgotten (MAX_STACKS: never referred to again), ``comms`` {pid: comm} and
     ``thread_cpu`` {(tid, subcategory): samples} of workload threads.
@@ -81,8 +80,6 @@ class SampleDrainer:
         self.python_frames = python_frames
         self.py_ranges = bpf["py_ranges"] if python_frames else None
         self.py_pushed: dict[int, tuple[int, int]] = {}  # pid -> range last written to py_ranges
-        self.run_ns = bpf["run_ns"]
-        self.run_cum = _Cumulative()
         self.sym = symbolizer
         self.classifier = classifier
         self.counts = bpf["counts"]
@@ -169,16 +166,12 @@ class SampleDrainer:
         self._flip()
         # The buffer now written was emptied by the previous drain (or never used since load).
         self._clear(1 - self.buf)
-        self.run_cum.deltas({k.value: (v.value,) for k, v in snapshot(self.run_ns)})
 
     def drain(self, workload: set[int]) -> dict:
         """Symbol names are resolved for ``workload`` processes, which go first so that they are
         resolved before they can exit; other processes get module names only (cheap)."""
         gone = self.sym.dead()  # exited before the flip: all their samples are in this drain
         entries = self._flip()
-        # Read the exact times at the same instant as the sample buffer flips, before the slow
-        # symbolisation below, so both describe the same interval.
-        run = self.run_cum.deltas({k.value: (v.value,) for k, v in snapshot(self.run_ns)})
         self.sym.new_generation()
         if self.python_frames:
             self._push_python_ranges(workload, {k.tgid for k, _ in entries})
@@ -207,7 +200,7 @@ class SampleDrainer:
             self._clear(old)  # even when symbolising failed: a full map loses stacks
         self.sym.forget(gone)
         return {"cpu": cpu, "stacks": stacks, "new_stacks": new_stacks, "dropped_stacks": dropped,
-                "comms": comms, "run_ns": {pid: ns for pid, (ns,) in run.items()}, "thread_cpu": thread_cpu}
+                "comms": comms, "thread_cpu": thread_cpu}
 
     def _intern(self, folded: str, comm: str, pid: int, kframes, uframes, new_stacks: list, dropped: list) -> int:
         """The id of a sampled stack (and its thread rule), classified and added to ``new_stacks``
@@ -227,12 +220,6 @@ class SampleDrainer:
             self.stack_class.pop(old, None)
             dropped.append(old)
         return sid
-
-    def prune(self, live) -> int:
-        """Delete the run_ns entries of processes that have exited (not in ``live``, pids now) and
-        whose last counts are drained: nothing else ever deletes them, and a map holding every pid
-        the host ever had fills (``run_map_full``) and is read whole every drain. Returns how many."""
-        return prune_exited(self.run_ns, self.run_cum.prev, live, lambda k: k.value, lambda v: (v.value,))
 
 
 class SoftirqDrainer:
@@ -345,11 +332,12 @@ class LostDrainer:
     (``samples_map_full``, ...), failed stack walks, and ``missed_<program>``: events the kernel
     skipped because another BPF program was running on that CPU (see progstats)."""
 
+    # sample_lost[3] ("run_map_full": the run_ns map of older versions) is no longer counted.
     SAMPLE_KINDS = ("samples_map_full", "kernel_stack_collision", "user_stack_collision", "run_map_full",
                     "kernel_stack_map_full", "user_stack_map_full", "user_stack_unwalkable",
                     "kernel_stack_error", "user_stack_error")  # sample_lost[i], probes/cpu_sample.bpf.c
     SOURCES = (("sample_lost", SAMPLE_KINDS),
-               ("tree_lost", ("tree_map_full", "exec_map_full")),
+               ("tree_lost", ("tree_map_full", "exec_map_full", "exit_map_full")),
                ("blk_lost", ("block_start_map_full",)),
                ("net_lost", ("net_map_full",)),
                ("sock_lost", ("sock_map_full",)),
@@ -376,14 +364,21 @@ class LostDrainer:
 
 
 class TreeDrainer:
-    """proc_tree: the workload's process tree as {pid: parent tgid}."""
+    """proc_tree: the workload's process tree as {pid: parent tgid}, and the CPU of the processes
+    that ended ({tgid: on-CPU ns of its whole life}, taken from the map: drained once)."""
 
     def __init__(self, bpf, recorder_pid: int):
         self.tree = bpf["tree"]
         self.tree[ct.c_uint32(recorder_pid)] = ct.c_uint32(0)
+        self.exit_cpu = bpf["exit_cpu"]
 
     def parents(self) -> dict[int, int]:
         return {k.value: v.value for k, v in snapshot(self.tree)}
+
+    def exits(self) -> dict[int, float]:
+        got = {k.value: float(v.value) for k, v in snapshot(self.exit_cpu)}
+        delete_keys(self.exit_cpu, [self.exit_cpu.Key(pid) for pid in got])
+        return got
 
 
 def descendants(parents: dict[int, int], root: int) -> set[int]:

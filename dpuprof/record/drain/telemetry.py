@@ -7,25 +7,38 @@ previous call (seconds of CPU, bytes, counts).
 from __future__ import annotations
 
 import os
+import time
 from typing import NamedTuple
 
 import psutil
+
+from dpuprof.record.drain.accounting import HostTimes
 
 HOST_CPU_FIELDS = ("user", "nice", "system", "irq", "softirq", "iowait", "steal", "idle")
 
 
 class HostTelemetry:
+    """The host's CPU, disk and network counters. ``times`` is the last ``sample``'s HostTimes
+    (accounting.py), None before the first."""
+
     def __init__(self):
         self._cpu = psutil.cpu_times()
+        self._at = time.monotonic()
         self._disk = psutil.disk_io_counters()
         self._net = psutil.net_io_counters(pernic=True)
+        self._cpus = psutil.cpu_count() or 1
+        self.times: HostTimes | None = None
 
     def sample(self) -> dict[str, list[tuple]]:
         """Rows for host_cpu (field, seconds), host_disk (4 counters) and host_net (dev, ...)."""
-        cpu = psutil.cpu_times()
-        rows_cpu = [(f, max(0.0, getattr(cpu, f, 0.0) - getattr(self._cpu, f, 0.0)))
-                    for f in HOST_CPU_FIELDS if hasattr(cpu, f)]
-        self._cpu = cpu
+        cpu, at = psutil.cpu_times(), time.monotonic()
+        delta = {f: max(0.0, getattr(cpu, f, 0.0) - getattr(self._cpu, f, 0.0)) for f in HOST_CPU_FIELDS}
+        rows_cpu = [(f, d) for f, d in delta.items() if hasattr(cpu, f)]
+        # /proc/stat's idle and iowait are measured (NO_HZ), steal is the hypervisor's own count.
+        idle, steal = (delta["idle"] + delta["iowait"]) * 1e9, delta["steal"] * 1e9
+        span = (at - self._at) * 1e9 * self._cpus
+        self.times = HostTimes(max(0.0, span - idle - steal), idle, steal)
+        self._cpu, self._at = cpu, at
         disk = psutil.disk_io_counters()
         rows_disk = []
         if disk is not None and self._disk is not None:
@@ -47,34 +60,40 @@ class HostTelemetry:
 
 
 class ProcessSample(NamedTuple):
-    """One ``ProcessTelemetry.sample``: ``proc_cpu`` rows (pid, user_s, system_s) from psutil;
-    ``schedstat_ns`` {pid: ns}, each process's exact CPU time in the interval (the input of the same
-    name in accounting.py); ``thread_stats`` {pid: {tid: (on_cpu_ns, runq_ns)}}, the cumulative
-    schedstat readings behind it, for per-thread accounting (threads.py)."""
+    """One ``ProcessTelemetry.sample``: ``proc_cpu`` rows (pid, user_s, system_s) from /proc/PID/stat;
+    ``exact_ns`` {pid: ns}, each process's CPU time in the interval (the input of the same name
+    in accounting.py); ``thread_stats`` {pid: {tid: (on_cpu_ns, runq_ns)}}, the cumulative
+    schedstat readings of its live threads, for per-thread accounting (threads.py)."""
     proc_cpu: list
-    schedstat_ns: dict
+    exact_ns: dict
     thread_stats: dict
 
 
 class ProcessTelemetry:
     """Per-process CPU of the workload tree.
 
-    A process's exact CPU time is the sum over its threads of /proc/PID/task/TID/schedstat (the
-    scheduler's sum_exec_runtime, in ns -- what getrusage and top report, without /proc/PID/stat's
-    10 ms ticks and their lagging utime/stime split; fields 1 and 2 are sum_exec_runtime and
-    run_delay). A thread that ended within the interval loses only its last partial interval.
+    A process's CPU time is /proc/PID/stat's utime + stime: the kernel keeps them summing to the
+    scheduler's sum_exec_runtime over all the process's threads, dead ones included (only their
+    split between user and system is ticked), so the running total is exact to the clock tick it
+    is printed in (10 ms) and its deltas never drift. (The sum of the live threads' schedstat, used
+    before, lost every thread that ended: 3.2 s of 4 s for 16 threads of 0.25 s.) A process whose
+    last thread exited (no /proc any more) is charged its final total from proc_tree's exit hook
+    (``exits``) less its last reading; without one, its last partial interval is left to its
+    samples.
+
+    Per thread, /proc/PID/task/TID/schedstat (fields 1 and 2: on-CPU and run-queue ns).
     """
 
     def __init__(self):
         self._procs: dict[int, psutil.Process] = {}
         self._prev: dict[int, tuple[float, float]] = {}
-        self._thread_ns: dict[int, dict[int, int]] = {}
+        self._gone: set[int] = set()  # read before, not found at the last call: an exit may follow
 
-    def sample(self, pids) -> ProcessSample:
-        """Deltas since the previous call for ``pids`` (a first call takes baselines)."""
-        rows = []
-        exact_ns: dict[int, float] = {}
-        thread_stats: dict[int, dict[int, tuple[int, int]]] = {}
+    def sample(self, pids, exits: dict[int, float] | None = None) -> ProcessSample:
+        """Deltas since the previous call for ``pids`` (a first call takes baselines); ``exits``
+        {pid: final on-CPU ns} of processes that ended since the previous call."""
+        rows, exact_ns, thread_stats = [], {}, {}
+        read = set()
         for pid in pids:
             proc = self._procs.get(pid)
             try:
@@ -82,51 +101,76 @@ class ProcessTelemetry:
                     proc = self._procs[pid] = psutil.Process(pid)
                 t = proc.cpu_times()
             except psutil.NoSuchProcess:  # exited (psutil.ZombieProcess is one too)
-                self.forget(pid)
                 continue
             except psutil.AccessDenied:  # keeps its baseline: a later reading still gives a delta
                 self._procs.pop(pid, None)
-                self._thread_ns.pop(pid, None)
                 continue
+            read.add(pid)
             u0, s0 = self._prev.get(pid, (0.0, 0.0))
             self._prev[pid] = (t.user, t.system)
             du, ds = max(0.0, t.user - u0), max(0.0, t.system - s0)
             if du or ds:
                 rows.append((pid, du, ds))
-            exact = self._schedstat_delta_ns(pid, thread_stats)
-            exact_ns[pid] = (du + ds) * 1e9 if exact is None else float(exact)
+            exact_ns[pid] = (du + ds) * 1e9
+            stats = self._thread_stats(pid)
+            if stats:
+                thread_stats[pid] = stats
+        self._account_exits(exits or {}, read, {p for p in pids if p in self._prev} - read, exact_ns)
         return ProcessSample(rows, exact_ns, thread_stats)
+
+    def baseline(self, pids) -> None:
+        """Take the CPU readings of ``pids`` as baselines (processes that joined the workload:
+        their CPU before joining is not the workload's)."""
+        for pid in pids:
+            try:
+                t = psutil.Process(pid).cpu_times()
+            except psutil.Error:
+                continue
+            self._prev[pid] = (t.user, t.system)
+
+    def _account_exits(self, exits: dict[int, float], read: set[int], missing: set[int], exact_ns: dict) -> None:
+        """Charge each process that ended (in ``exits``, not read now) its final total less its
+        last reading; forget a ``missing`` process (read before, not found now) at its second miss
+        with no exit recorded (its exit may be recorded a drain late: it ended after the hook's
+        map was read)."""
+        for pid, total_ns in exits.items():
+            if pid in read:
+                continue  # a zombie /proc still showed: its reading holds the whole total
+            u0, s0 = self._prev.get(pid, (0.0, 0.0))
+            exact_ns[pid] = exact_ns.get(pid, 0.0) + max(0.0, total_ns - (u0 + s0) * 1e9)
+            self.forget(pid)
+            missing.discard(pid)
+        for pid in missing & self._gone:
+            self.forget(pid)
+        self._gone = missing - self._gone
 
     def forget(self, pid: int) -> None:
         """Drop ``pid``'s baselines (it has exited: a later process under the same pid starts
         from nothing, and a host where jobs come and go does not keep every pid it had)."""
         self._procs.pop(pid, None)
         self._prev.pop(pid, None)
-        self._thread_ns.pop(pid, None)
 
     def retain(self, pids) -> None:
         """Forget every process not in ``pids`` (the workload now)."""
         for pid in [p for p in self._prev.keys() | self._procs.keys() if p not in pids]:
             self.forget(pid)
 
-    def _schedstat_delta_ns(self, pid: int, thread_stats: dict) -> int | None:
+    @staticmethod
+    def _thread_stats(pid: int) -> dict[int, tuple[int, int]]:
+        """{tid: (on_cpu_ns, runq_ns)} of every live thread of ``pid``."""
         try:
             tids = os.listdir(f"/proc/{pid}/task")
         except OSError:
-            return None
-        now: dict[int, int] = {}
-        stats = thread_stats[pid] = {}
+            return {}
+        stats = {}
         for tid in tids:
             try:
                 with open(f"/proc/{pid}/task/{tid}/schedstat") as fh:
                     fields = fh.read().split()
-                now[int(tid)] = int(fields[0])
                 stats[int(tid)] = (int(fields[0]), int(fields[1]))
             except (OSError, ValueError, IndexError):
                 continue
-        prev = self._thread_ns.get(pid, {})
-        self._thread_ns[pid] = now
-        return sum(max(0, ns - prev.get(tid, 0)) for tid, ns in now.items())
+        return stats
 
 
 def process_info(pid: int) -> tuple[int | None, str, str] | None:

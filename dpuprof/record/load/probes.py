@@ -75,8 +75,16 @@ _IRQ_EDGES = ("irq:irq_handler_entry", "irq:irq_handler_exit", "timer:hrtimer_ex
 _SOFTIRQ_EDGES = ("irq:softirq_entry", "irq:softirq_exit")
 
 PROBES = (
-    Probe("proc_tree", "proc_tree.bpf.c", ("sched:sched_process_fork", "sched:sched_process_exec")),
-    Probe("cpu_sample", "cpu_sample.bpf.c", ("sched:sched_switch",), perf_event=True),
+    # The exit hook's CPU total needs four offsets from BTF (probes/proc_tree.bpf.c); without them
+    # the probe loads without it (a process's last partial interval is then left to its samples).
+    Probe("proc_tree", "proc_tree.bpf.c",
+          ("sched:sched_process_fork", "sched:sched_process_exec", "sched:sched_process_exit"),
+          raw=RawVariant("PROC_TREE_EXIT_CPU",
+                         (("TASK_SIGNAL_OFF", "task_struct", "signal", 8),
+                          ("TASK_RUNTIME_OFF", "task_struct", "se.sum_exec_runtime", 8),
+                          ("SIG_LIVE_OFF", "signal_struct", "live", 4),
+                          ("SIG_RUNTIME_OFF", "signal_struct", "sum_sched_runtime", 8)))),
+    Probe("cpu_sample", "cpu_sample.bpf.c", perf_event=True),
     Probe("softirq", "softirq.bpf.c", _SOFTIRQ_EDGES),
     Probe("block_io", "block_io.bpf.c", ("block:block_rq_issue", "block:block_rq_complete"),
           raw=RawVariant("BLOCK_IO_RAW_TP",
