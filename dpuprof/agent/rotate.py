@@ -169,6 +169,15 @@ class RotatingWriter:
         """Close the current file (RecordingWriter.close)."""
         self.current.close(**final_meta)
 
+    def publish(self, **meta) -> None:
+        """The recording has started: store ``meta`` (its files are at their names from the start)."""
+        self.set_meta(**meta)
+
+    def discard(self, **final_meta) -> bool:
+        """The recording never started: close the current file as ``close`` does; True (it is left)."""
+        self.close(**final_meta)
+        return True
+
 
 def directory_writer_factory(directory: Path, prefix: str, **kw):
     """A ``writer_factory`` for Recorder: ignores the recorder's output path, writes rotating files

@@ -52,10 +52,14 @@ Examples:
 """
 
 
-@click.command(epilog=EPILOG, context_settings={"ignore_unknown_options": True})
+# COMMAND's own options are its own: option parsing stops at the first argument that is not
+# one of dpuprof's options (or at --), so `record python train.py --epochs 1` passes --epochs on;
+# a mistyped option before COMMAND is a usage error with click's did-you-mean, not the command.
+@click.command(epilog=EPILOG, context_settings={"allow_interspersed_args": False})
 @click.option("-o", "--output", default="dpuprof.rec", show_default=True, type=click.Path(dir_okay=False),
               help="Recording file, a template (%h %p %n %q{VAR} %%: see below); an existing file is "
-                   "renamed to *.old (like perf.data).")
+                   "renamed to *.old (like perf.data) once COMMAND has started, never by a run that "
+                   "fails to start.")
 @click.option("-p", "--pid", "pids", metavar="PID[,PID...]",
               help="Attach to running processes and follow their whole trees (children born later "
                    "too). Never stops or signals them; stops on Ctrl-C, SIGTERM, --duration, or when "
@@ -120,7 +124,7 @@ def record(ctx, output, pids, system_wide, cgroup, duration_s, freq_hz, interval
     (kill, Slurm) is forwarded. If COMMAND is still running --term-after seconds later it gets
     SIGTERM, and --kill-after seconds after that SIGKILL; a second Ctrl-C takes the next step at once.
     A stop signal that arrives before COMMAND starts (while the probes load) stops dpuprof without
-    starting COMMAND: exit 128+N, no recording written. With -p, --cgroup or -a alone, Ctrl-C and
+    starting COMMAND: exit 128+N, no recording written, an existing one left as it was. With -p, --cgroup or -a alone, Ctrl-C and
     SIGTERM stop the recording only (nothing is forwarded) and dpuprof exits 0.
 
     \b

@@ -30,7 +30,8 @@ from dpuprof.record.drain.cost import RecorderCpu
 from dpuprof.record.duty import DutyCycle
 from dpuprof.record.drain.gpu import GpuTelemetry
 from dpuprof.record.drain.telemetry import HostTelemetry, ProcessTelemetry, is_process, process_info
-from dpuprof.recording.writer import RecordingWriter
+from dpuprof.recording.output import check_output
+from dpuprof.recording.writer import RecordingWriter, staged_writer
 
 # Every EVICT_EVERY intervals the recorder forgets the processes outside the workload not seen for
 # PROC_STALE_S: a host where jobs come and go for weeks would otherwise keep a row per pid it ever
@@ -74,7 +75,8 @@ class RunResult:
     signal N), None when none was launched or it is still running; ``stop_reason`` a key of
     targets.STOP_TEXT; ``seconds`` recorded; ``samples`` taken; ``write_ok`` False after a write
     error (already reported through ``on_error``); ``stopped_by`` the signal that stopped dpuprof
-    before the command started (then ``file_written``: an empty recording exists); ``still_running``
+    before the command started (then ``file_written``: an empty recording exists, only where the
+    writer_factory's writers are not staged); ``still_running``
     the command outlived the --duration window (``Recorder.wait_for_command`` waits for it). With a
     duty cycle, ``seconds`` counts the on parts only."""
     output: Path
@@ -90,11 +92,13 @@ class RunResult:
 
 class Recorder:
     def __init__(self, opts: Options, status=None, on_error: Callable[[str], None] | None = None,
-                 writer_factory: Callable[..., RecordingWriter] = RecordingWriter):
+                 writer_factory: Callable[..., RecordingWriter] = staged_writer):
         """``status``: a StatusLine-like object (update, clear) or None; ``on_error`` takes one
         line per write error, when it happens (the command may run on for hours after);
         ``writer_factory(path, meta, owner)``: what writes the intervals, RecordingWriter's
-        interface (dpuprof agent passes one that rotates files: dpuprof/agent/rotate.py)."""
+        interface with ``publish`` and ``discard`` (dpuprof agent passes one that rotates files
+        in a directory: dpuprof/agent/rotate.py). Only with the default is ``opts.output``
+        checked before the probes load: another factory chooses its own paths."""
         self.opts = opts
         self.writer_factory = writer_factory
         self.status = status
@@ -118,11 +122,15 @@ class Recorder:
         """Record until the command exits, the --duration window closes, or (no command: -p, -a,
         --cgroup) a stop signal comes or every watched process has exited.
 
-        Stop signals are blocked from the start and taken synchronously (``_wait``). One that is
-        pending before the command starts (it came while the probes compiled) stops dpuprof: the
-        command is never started (``stopped_by``). If it came before the recording file was
-        created, no file is written (an existing one is left as it was); in the few milliseconds
-        after, the file is a valid empty recording with ``complete`` false and an ``error``.
+        Before anything loads, the command (a typo: exit 127), the -p processes, the cgroup and
+        ``opts.output`` (output.check_output) are checked: a UserError, nothing written or renamed.
+        The recording has really started once the command has been exec'd (or the workload is
+        watched) and its start committed: only then does the staged file take the output's name,
+        an existing one becoming ``.old`` (``writer.publish``). A failure or a stop signal before
+        that removes the staged file; a ``kill -9`` in those milliseconds leaves it
+        (``.NAME.XXXXXXXX.tmp``). Stop signals are blocked from the start and taken synchronously
+        (``_wait``): one pending before the command starts (it came while the probes compiled)
+        stops dpuprof, the command never started (``stopped_by``) and (default writer) no file.
 
         If the recording cannot be written (disk full, I/O error), ``on_error`` gets one line, the
         probes are detached, the file keeps every interval committed so far (``complete`` false),
@@ -130,8 +138,10 @@ class Recorder:
         the agent) the recording stops there.
         """
         childmod.block_signals()
+        self.work.prepare(self.user)
+        if self.writer_factory is staged_writer:
+            check_output(self.opts.output)
         self.source.check()
-        self.work.prepare()
         self.source.load(self.work)
         sig = childmod.pending_stop()
         if sig is not None:
@@ -167,12 +177,13 @@ class Recorder:
         try:
             child = self.child = self.work.start(self.user, opts.term_after_s, opts.kill_after_s,
                                                  env_extra=self.source.env_extra())
-        except UserError:
-            writer.close(end_time=time.time(), exit_code=None, complete=True, error="command failed to start")
+        except UserError:  # it vanished since prepare(), or exec failed another way
+            writer.discard(end_time=time.time(), exit_code=None, complete=True, error="command failed to start")
             raise
         if not self.work.target.command:  # processes that ran before: their CPU counts from now
             self.procs.baseline(self._workload_pids())
-        recording_ok = self._guard_write(lambda: writer.set_meta(start_time=start, root_pid=self.work.root_pid))
+        recording_ok = self._guard_write(  # it has started: the file takes its name (run)
+            lambda: writer.publish(start_time=start, root_pid=self.work.root_pid), kept="nothing recorded")
         t_prev, self.recorded_s, parts = start, 0.0, 0
         end_at = start + opts.target.duration_s if opts.target and opts.target.duration_s else float("inf")
         duty = DutyCycle(*opts.duty, start=start) if opts.duty else None
@@ -267,31 +278,34 @@ class Recorder:
         if self.work.target.command and ours and not ours & set(os.environ):
             perfmap.remove_maps(self.work.seen, self.started_at)
 
-    def _guard_write(self, write) -> bool:
-        """Run ``write``; on a write error (disk full, I/O error) report one line, detach the probes
-        (nothing drains them any more) and return False. The file keeps its committed intervals."""
+    def _guard_write(self, write, kept: str | None = None) -> bool:
+        """Run ``write``; on a write error (disk full, I/O error) report one line (``kept``: what
+        it says was kept), detach the probes (nothing drains them any more) and return False.
+        The file keeps its committed intervals."""
         try:
             write()
             return True
         except (sqlite3.Error, OSError) as err:
             if self.status is not None:
                 self.status.clear()
-            kept = f"up to interval {self.interval - 1}" if self.interval else "without intervals"
+            kept = kept or ("recording kept " + (f"up to interval {self.interval - 1}" if self.interval
+                                                 else "without intervals"))
             then = "the command keeps running" if self.work.target.command else "stopping"
-            self.on_error(f"cannot write {self.opts.output} ({err}); recording kept {kept}, {then}")
+            self.on_error(f"cannot write {self.opts.output} ({err}); {kept}, {then}")
             self.source.close()
             return False
 
     def _stopped_before_start(self, sig: int, writer) -> RunResult:
         """A stop signal came before the command started: start nothing."""
+        written = False
         if writer is not None:
             try:
-                writer.close(end_time=time.time(), exit_code=None, complete=False,
-                             error=f"stopped by {signal.Signals(sig).name} before the command started")
+                written = writer.discard(end_time=time.time(), exit_code=None, complete=False,
+                                         error=f"stopped by {signal.Signals(sig).name} before the command started")
             except sqlite3.Error:
-                pass
+                written = True  # the close failed after the file was made
         self.source.close()
-        return RunResult(self.opts.output, stopped_by=sig, file_written=writer is not None)
+        return RunResult(self.opts.output, stopped_by=sig, file_written=written)
 
     def _wait(self, child, deadline: float) -> None:
         """Sleep until ``deadline``, acting on signals as they come; return early when the child exits."""

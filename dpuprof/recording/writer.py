@@ -2,8 +2,16 @@
 
 The file is created with O_EXCL|O_NOFOLLOW, so a symlink planted at the output path is refused
 rather than followed, and is handed to ``owner`` (the invoking user under sudo) before any data is
-written. The rollback journal (not WAL) keeps the data in the one file after every commit, so the
-file can be copied or read at any moment and survives ``kill -9`` up to the last interval.
+written (output.py). The rollback journal (not WAL) keeps the data in the one file after every
+commit, so the file can be copied or read at any moment and survives ``kill -9`` up to the last
+interval.
+
+A ``staged`` writer (``dpuprof record``'s) writes under a temporary name beside the path until
+``publish``, which renames an existing file to ``.old`` and the new one to the path; ``discard``
+before that removes the temporary and leaves the existing file as it was (output.py). SQLite names
+its journal after the name a file was opened under, so ``publish`` closes the connection, renames,
+and opens the file again under its final name: a recorder killed later leaves its journal where
+SQLite will look for it, and the file at the path consistent up to its last commit.
 
 Schema v3 stores less for the same DataFrames (docs/recording.md): category pairs by id, CPU time
 in integer ns, stacks as packed frame-id blobs (v4: and the per-thread tables as one packed row per
@@ -20,6 +28,7 @@ import sqlite3
 from pathlib import Path
 
 from dpuprof.errors import UserError
+from dpuprof.recording.output import create_exclusive, create_staged, move_into_place
 from dpuprof.recording.packing import pack_counts, pack_ids, unpack_counts
 from dpuprof.recording.schema import DDL, LATE_COLUMNS, SCHEMA_VERSION, TABLES, VIEWS
 from dpuprof.recording import threadpack
@@ -33,31 +42,6 @@ from dpuprof.recording.folded import split as split_frames
 from dpuprof.recording.schema import DDL, LATE_COLUMNS, SCHEMA_VERSION, TABLES
 
 
-def _create_exclusive(path: Path, owner: tuple[int, int] | None) -> None:
-    """Create ``path`` empty, owned by ``owner``, mode 0644; refuse symlinks and races."""
-    if path.is_symlink():
-        raise UserError(f"refusing to write {path}: it is a symbolic link")
-    if path.exists():
-        if not path.is_file():
-            raise UserError(f"refusing to write {path}: it exists and is not a regular file")
-        old = path.with_name(path.name + ".old")
-        if old.is_symlink():
-            raise UserError(f"refusing to rename {path} to {old}: {old} is a symbolic link")
-        os.replace(path, old)  # like perf.data -> perf.data.old
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    except FileExistsError:
-        raise UserError(f"refusing to write {path}: it appeared while opening (symlink race?)") from None
-    except OSError as err:
-        raise UserError(f"cannot create {path}: {err.strerror}") from None
-    try:
-        os.fchmod(fd, 0o644)  # not subject to the umask: readable, never world-writable
-        if owner is not None and os.geteuid() == 0:
-            os.fchown(fd, owner[0], owner[1])
-    finally:
-        os.close(fd)
-
-
 class RecordingWriter:
     """Append-only writer of a Recording file.
 
@@ -67,9 +51,16 @@ class RecordingWriter:
     """
 
     def __init__(self, path: str | os.PathLike, meta: dict, owner: tuple[int, int] | None = None,
-                 bucket_after_s: float | None = BUCKET_AFTER_S, bucket_s: float = BUCKET_S):
-        self.path = Path(path)
-        _create_exclusive(self.path, owner)
+                 bucket_after_s: float | None = BUCKET_AFTER_S, bucket_s: float = BUCKET_S,
+                 staged: bool = False):
+        """``staged``: write under a temporary name until ``publish`` (module docstring); else
+        at ``path`` at once, an existing file renamed to ``.old`` first."""
+        self.path = Path(path)  # the recording's name, also while it is staged
+        if staged:
+            self._staged: Path | None = create_staged(self.path, owner)
+        else:
+            self._staged = None
+            create_exclusive(self.path, owner)
         self._frame_ids: dict[str, int] = {}
         self._sub_ids: dict[tuple[str, str], int] = {}
         self._sub_names: dict[str, int] = {}  # subcategory -> the first id stored with that name
@@ -77,20 +68,55 @@ class RecordingWriter:
         self._bucket = (bucket_after_s, bucket_s)
         self._interval_s = float(meta.get("interval_s") or 1.0)
         self._last_interval = -1
+        self._db = None
         try:
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._connect(self._staged or self.path)
             # 1 KiB pages: 11 % smaller files than 4 KiB (benchmarks/recording_size.py), as each
             # table's last page is partly empty.
             self._db.execute("PRAGMA page_size=1024")
-            self._db.execute("PRAGMA journal_mode=DELETE")
-            self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(DDL + VIEWS)
             self.set_meta(schema_version=SCHEMA_VERSION, complete=False, **meta)
         except sqlite3.Error as err:  # disk full, I/O error: no half-made file is left behind
-            if getattr(self, "_db", None) is not None:
+            if self._db is not None:
                 self._db.close()
-            self.path.unlink(missing_ok=True)
+            (self._staged or self.path).unlink(missing_ok=True)
             raise UserError(f"cannot write {self.path} ({err})") from None
+
+    def _connect(self, path: Path) -> None:
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=DELETE")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+
+    def publish(self, **meta) -> None:
+        """Store ``meta`` (the recording's start) and move a staged recording to its name, an
+        existing file to ``.old`` (nothing moves for one not staged). Call it between
+        transactions. OSError or sqlite3.Error when it fails: a staged file is then removed and
+        the writer closed, and the existing file is still at the name."""
+        staged = self._staged
+        try:
+            self.set_meta(**meta)
+            if staged is not None:
+                self._db.close()
+                move_into_place(staged, self.path)
+                self._staged = None
+                self._connect(self.path)
+        except (OSError, sqlite3.Error):
+            if self._staged is not None:
+                self.discard()
+            raise
+
+    def discard(self, **final_meta) -> bool:
+        """End a recording that never started: a staged one is closed and removed (returns False:
+        no file left); otherwise ``close(**final_meta)`` (returns True). sqlite3.Error from the
+        close."""
+        if self._staged is None:
+            self.close(**final_meta)
+            return True
+        self._db.close()
+        self._staged.unlink(missing_ok=True)
+        Path(f"{self._staged}-journal").unlink(missing_ok=True)
+        self._staged = None
+        return False
 
     def _tx(self):
         return _Transaction(self._db)
@@ -274,6 +300,12 @@ class RecordingWriter:
                                  [(iv, pid, pack_counts(c)) for (iv, pid), c in sorted(merged.items())])
             self._db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('stack_buckets', ?)",
                              (json.dumps({"before": cutoff, "intervals": width}),))
+
+
+def staged_writer(path, meta: dict, owner=None) -> RecordingWriter:
+    """``dpuprof record``'s writer (recorder.py's default ``writer_factory``): one file at ``path``,
+    staged until the recording has started."""
+    return RecordingWriter(path, meta, owner, staged=True)
 
 
 class _Transaction:

@@ -11,6 +11,8 @@
   Ctrl-C moves one step at once.
 - A stop signal (SIGINT, SIGTERM, SIGHUP) that is already pending when the command would start
   (it came while the probes compiled) means the command is never started: see ``pending_stop``.
+- ``resolve_command`` finds the command as the child's exec will, before the probes compile, so a
+  typo is one line in a fraction of a second, not after seconds of compiling.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import os
 import pwd
 import signal
+import stat
 import subprocess
 from dataclasses import dataclass
 
@@ -56,6 +59,44 @@ def invoking_user(as_root: bool = False) -> Identity | None:
 
 class CommandNotFound(UserError):
     exit_code = 127
+
+
+def resolve_command(name: str, user: Identity | None) -> str:
+    """The file that ``Child([name, ...], user)`` would execute: ``name`` itself when it holds a
+    '/', else the first executable match in $PATH's directories (execvp's search, over the
+    PATH the child inherits). Executable means for ``user`` (the invoking user under sudo: the
+    command runs as them) or, with None, for dpuprof itself. CommandNotFound (exit 127) when no
+    such file exists; UserError "permission denied" when one exists but none may be executed (as
+    execvp reports EACCES only when nothing later in PATH runs). The directories on the way are
+    not checked for ``user``'s search permission: exec still reports that one (later)."""
+    candidates = [name] if "/" in name else [os.path.join(d or ".", name) for d in os.get_exec_path()]
+    denied = False
+    for path in candidates:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and _may_execute(path, st, user):
+            return path
+        denied = True
+    if denied:
+        raise UserError(f"permission denied: {name}" + (f" (as user {user.name})" if user else ""))
+    raise CommandNotFound(f"command not found: {name}")
+
+
+def _may_execute(path: str, st: os.stat_result, user: Identity | None) -> bool:
+    if user is None:
+        return os.access(path, os.X_OK)  # dpuprof's own ids, ACLs included
+    try:
+        if "system.posix_acl_access" in os.listxattr(path):
+            return True  # an ACL may allow it: leave the answer to exec rather than refuse a runnable command
+    except OSError:
+        pass
+    if st.st_uid == user.uid:
+        return bool(st.st_mode & stat.S_IXUSR)
+    if st.st_gid in {user.gid, *os.getgrouplist(user.name, user.gid)}:
+        return bool(st.st_mode & stat.S_IXGRP)
+    return bool(st.st_mode & stat.S_IXOTH)
 
 
 class Child:

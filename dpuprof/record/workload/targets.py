@@ -175,8 +175,14 @@ class Workload:
     started_boot_s: float | None = None  # CLOCK_BOOTTIME when the recording started
     moved_in: set[int] = field(default_factory=set)  # processes that joined the cgroup, started before
 
-    def prepare(self) -> None:
-        """Validate against the running system before anything is loaded (UserError)."""
+    def prepare(self, user=None) -> None:
+        """Validate against the running system before anything is loaded (UserError): the
+        command can be run by ``user`` (child.resolve_command: a typo exits 127 here), the -p
+        processes exist, the cgroup exists."""
+        if self.target.command:
+            from dpuprof.record.workload.child import resolve_command
+
+            resolve_command(self.target.command[0], user)
         if self.target.pids:
             from dpuprof.record.drain.telemetry import process_info
 
