@@ -128,7 +128,7 @@ def test_light_is_19_hz_5_s_intervals_without_the_per_thread_probes(monkeypatch,
     class Captured(Exception):
         pass
 
-    def capture(opts, status, on_error):
+    def capture(opts, status, on_error, **_):
         seen["opts"] = opts
         raise Captured
 

@@ -117,6 +117,20 @@ def test_a_target_called_too_often_is_detached_and_says_why(tmp_path):
     last = db.execute("SELECT max(interval) FROM intervals").fetchone()[0]
     assert per_interval and max(per_interval) < last, per_interval  # nothing counted after the detach
     assert sum(per_interval.values()) < last_json_line(proc.stdout)["calls"]
+    # issue 35: the detach is said at record time (even with -q), in report and in project
+    when = _meta(db, "uprobes_detached")["libz:inflate"]
+    assert _meta(db, "start_time") - 1 <= when["from"] < when["detached_at"] <= _meta(db, "end_time"), when
+    # (other processes' calls count too: deflate may stop early as well, each with its own line)
+    said = [line for line in proc.stderr.splitlines() if "uprobe libz:inflate stopped early" in line]
+    assert len(said) == 1 and said[0].startswith("dpuprof: warning: uprobe libz:inflate stopped early: "
+                                                 "detached after "), proc.stderr
+    line = "uprobe libz:inflate stopped early: detached after"
+    stopped = json.loads(dpuprof("report", out, "--format", "json", check=True).stdout)["probes_stopped_early"]
+    inflate = {s["target"]: s for s in stopped}["libz:inflate"]
+    assert 0 < inflate["covered_s"] < inflate["span_s"], stopped
+    assert line in dpuprof("report", out, check=True).stdout
+    projected = dpuprof("project", out, "-o", tmp_path / "hot.proj.json", check=True).stdout
+    assert line in projected and "projection: its codec_calls are scaled by" in projected, projected
 
 
 def test_a_library_found_only_in_the_workload_maps_is_attached_when_loaded(tmp_path):

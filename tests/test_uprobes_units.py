@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from dpuprof.record.drain.maps import _Cumulative
 from dpuprof.record.load import uprobes
 
 MAPS = """\
@@ -107,3 +108,37 @@ def test_max_hits_per_s_reads_the_environment(monkeypatch):
 def test_every_target_has_its_own_hit_slot():
     slots = [t.slot for t in uprobes.TARGETS]
     assert len(set(slots)) == len(slots) and all(0 <= s < 32 for s in slots)
+
+
+class _Hits:
+    """The BPF ``hits`` array: sum(slot) -> an object with ``value``."""
+
+    def __init__(self, counts):
+        self.counts = counts
+
+    def sum(self, key):
+        return type("V", (), {"value": self.counts.get(key.value, 0)})()
+
+
+def test_a_detach_is_kept_with_its_times_and_said_once(monkeypatch):
+    session = object.__new__(uprobes.UprobeSession)  # no BPF: the bookkeeping around _detach
+    hot = next(t for t in uprobes.TARGETS if t.name == "libcrypto:EVP_EncryptUpdate")
+    session.bpf = {"hits": _Hits({hot.slot: 68550})}
+    session.targets, session.limit_hz = uprobes.TARGETS, 2000.0
+    session.status = {t.name: uprobes.ATTACHED for t in uprobes.TARGETS}
+    session.paths = {hot.name: ["/lib/libcrypto.so.3"]}
+    session.attached_at, session.primed_at = {hot.name: 1000.0}, 1000.5
+    session.detached, session.warnings = {}, []
+    session.cum = {"hits": _Cumulative()}
+    session._detach = lambda target, path: None
+    monkeypatch.setattr(uprobes.time, "monotonic", lambda: 11.0)
+    monkeypatch.setattr(uprobes.time, "time", lambda: 1002.0)
+    session.last_drain = 10.0
+    assert session._detach_hot()
+    assert session.status[hot.name].startswith("detached: 68550 calls/s, over the limit of 2000/s")
+    assert session.meta()["uprobes_detached"] == {hot.name: {"from": 1000.5, "detached_at": 1002.0,
+                                                             "calls_per_s": 68550.0, "limit_per_s": 2000.0}}
+    (line,) = session.take_warnings()
+    assert line.startswith("uprobe libcrypto:EVP_EncryptUpdate stopped early: detached after 1.5 s at "
+                           "68550 calls/s (over the limit of 2000/s, DPUPROF_UPROBE_MAX_HZ)")
+    assert session.take_warnings() == []

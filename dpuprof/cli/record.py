@@ -166,12 +166,17 @@ def record(ctx, output, pids, system_wide, cgroup, duration_s, freq_hz, interval
                    quiet=quiet, as_root=as_root, term_after_s=term_after_s, kill_after_s=kill_after_s,
                    rules=Path(rules) if rules is not None else None, python_frames=not no_python_frames,
                    codec_uprobes=codec_uprobes, job_id=job_id)
-    recorder = Recorder(opts, status=StatusLine(quiet=quiet), on_error=_error)
+    recorder = Recorder(opts, status=StatusLine(quiet=quiet), on_error=_error, on_warning=_warning)
     sys.exit(_speak(recorder, recorder.run(), quiet))
 
 
 def _error(line: str) -> None:
     click.echo(f"dpuprof: error: {line}", err=True)
+
+
+def _warning(line: str) -> None:
+    """A probe that stopped early: said even with -q (it changes what the recording holds)."""
+    click.echo(f"dpuprof: warning: {line}", err=True)
 
 
 def _speak(recorder, res, quiet: bool) -> int:

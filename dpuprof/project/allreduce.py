@@ -146,7 +146,8 @@ def operations(feats: Features) -> dict | None:
         ops = max(1.0, sends / (2 * (p_rec - 1))) if p_rec > 1 else max(1.0, sends)
         method = (f"estimate: send calls / 2(p-1) ({sends:.0f} sends per rank, p = {p_rec}); an upper bound of "
                   "the count (a transport splits one all-reduce into many sends), so the latency term is an "
-                  "upper bound and the bytes per op a lower bound; record with schema v2 for measured counts")
+                  "upper bound and the bytes per op a lower bound; record with the uprobes probe (dpuprof record without --light, and --probes all or a list naming "
+                  "uprobes) for measured counts")
     return {"method": method, "measured": False, "recorded_ranks": p_rec, "ops": ops, "size": per_rank / ops,
             "measured_us_per_op": None}
 

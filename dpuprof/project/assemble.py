@@ -99,6 +99,7 @@ def _row_dict(r) -> dict:
         "alpha": _num(r.alpha_eff), "alpha_profile": _num(r.alpha), "capacity_factor": _num(r.cap_factor),
         "A": _num(r.A), "n": _num(r.n, 3), "n_profile": _num(r.n_profile, 3), "C": _num(r.before_s * 1e9, 1),
         "host_bytes_per_cpu_s": _num(r.host_bytes_per_cpu_s, 1), "rate_note": _str(r.rate_note),
+        "rate_basis": _str(r.rate_basis),
         "o0": _num(r.o0_ns, 3), "L": _num(r.L_ns, 3), "Q": _num(r.Q_ns, 3), "o1": _num(r.o1_ns, 3),
         "before_s": _num(r.before_s), "after_s": _num(r.after_s), "freed_s": _num(r.freed_s),
         "workload_before_s": _num(r.workload_before_s), "workload_after_s": _num(r.workload_after_s),

@@ -10,6 +10,17 @@ same processes (``cpu_category``) this module derives what profiles otherwise ta
 
 Version-1 recordings read ``codec_calls`` empty: every function here then returns ``None`` and the
 caller keeps the profile constant (and says so).
+
+Partial counts (issue 35). The recorder detaches a uprobe called more often than its limit
+(``dpuprof record --codec-uprobes``; DPUPROF_UPROBE_MAX_HZ): that target's rows then count only
+the calls before the detach, while the sampled CPU they are divided by covers the whole run.
+``extrapolate`` scales each such target's bytes, calls and times by span_s / covered_s (the weight
+the recording stored: dpuprof/recording/partial.py), i.e. it assumes the call rate after the detach
+was the rate before; ``Measured.basis`` is then ``"extrapolated"`` and ``describe`` says "extrapolated
+from the first N s of M s". The traps slow the calls while attached, so the scaled figure still
+tends low (a 16 KiB AES-GCM loop: 18.3 GB extrapolated from 5.8 GB counted, 30.1 GB called). Where the recording does not say when a target detached (older files)
+its counts stay as counted and the basis is ``"lower_bound"``: bytes and calls per CPU-second are at
+least the figures given. The projection's rows carry the basis as ``rate_basis``.
 """
 
 from __future__ import annotations
@@ -18,6 +29,8 @@ import re
 from dataclasses import dataclass
 
 import pandas as pd
+
+from dpuprof.recording.partial import DetachedProbe
 
 #: Directions the recorder writes per kind of work, and the subcategory that kind's CPU lands in.
 DIRECTIONS = {"crypto.user": ("encrypt", "decrypt"), "compression.user": ("compress", "decompress")}
@@ -47,6 +60,9 @@ class Measured:
     duration_ns: float
     cpu_s: float          # sampled CPU of the same processes in the subcategory, scaled to these calls
     pids: tuple
+    counted_bytes: float | None = None  # bytes the rows hold before ``extrapolate`` (None: = bytes)
+    basis: str = "measured"  # "measured", "extrapolated" (partial counts scaled up) or "lower_bound"
+    detached: tuple = ()     # DetachedProbe of the targets among these calls that stopped early
 
     @property
     def bytes_per_cpu_s(self) -> float:
@@ -58,9 +74,55 @@ class Measured:
 
     def describe(self) -> str:
         what = "/".join(self.directions) + ("" if self.codecs is None else f" ({'/'.join(self.codecs)})")
-        return (f"measured: {self.bytes / 1e6:.1f} MB in {self.calls:.0f} {what} calls (codec_calls uprobes) "
+        body = (f"{self.bytes / 1e6:.1f} MB in {self.calls:.0f} {what} calls (codec_calls uprobes) "
                 f"over {self.cpu_s:.3f} s of sampled {self.subcategory} CPU of the same {len(self.pids)} "
                 f"process(es) = {self.bytes_per_cpu_s / 1e9:.3g} GB per CPU-second")
+        if self.basis == "measured":
+            return "measured: " + body
+        why = ", ".join(_why(p) for p in self.detached)
+        counted = "" if self.counted_bytes is None else f"; {self.counted_bytes / 1e6:.1f} MB counted"
+        if self.basis == "extrapolated":
+            first = min(p.covered_s for p in self.detached if p.weight is not None)
+            span = max(p.span_s for p in self.detached if p.weight is not None)
+            return (f"extrapolated from the first {first:.1f} s of {span:.1f} s ({why}; scaled by the time it "
+                    f"covered, assuming a steady call rate{counted}): " + body)
+        return f"lower bound, partial counts ({why}; calls after it not counted{counted}): at least " + body
+
+
+def _why(p: DetachedProbe) -> str:
+    rate = "" if p.calls_per_s is None else f" at {p.calls_per_s:.0f} calls/s"
+    when = " (when: not recorded)" if p.weight is None else f" after {p.covered_s:.1f} s"
+    return f"uprobe {p.target} detached{rate}{when}"
+
+
+def extrapolate(codec_calls: pd.DataFrame, detached) -> pd.DataFrame:
+    """``codec_calls`` with a ``weight`` column and the rows of targets that stopped early scaled up.
+
+    ``detached``: DetachedProbe of the recording. A row's target is ``lib:func``; its weight is 1.0
+    when the target was never detached, the probe's ``weight`` (covered_s / span_s) when known (then
+    calls, bytes, duration_ns and cpu_ns are divided by it; ``counted_bytes`` keeps the bytes
+    counted), NaN when not known (the row stays as counted: a lower bound).
+    """
+    if codec_calls is None:
+        return codec_calls
+    df = codec_calls.copy()
+    df["counted_bytes"] = df["bytes"].astype(float) if "bytes" in df.columns else 0.0
+    df["weight"] = 1.0
+    if df.empty or not detached:
+        return df
+    key = df["lib"].astype(str) + ":" + df["func"].astype(str)
+    for probe in detached:
+        hit = key == probe.target
+        if not hit.any():
+            continue
+        w = probe.weight
+        df.loc[hit, "weight"] = float("nan") if w is None else w
+        if w is not None:
+            for col in ("calls", "bytes", "duration_ns", "cpu_ns"):
+                if col in df.columns:
+                    df[col] = df[col].astype(float)
+                    df.loc[hit, col] = df.loc[hit, col] / w
+    return df
 
 
 def _calls(codec_calls: pd.DataFrame, subcategory: str, pids=None) -> pd.DataFrame:
@@ -84,8 +146,11 @@ def _select(df: pd.DataFrame, directions=None, codecs=None) -> pd.DataFrame:
 
 
 def measure(codec_calls: pd.DataFrame, cpu_category: pd.DataFrame, subcategory: str,
-            directions=None, codecs=None, pids=None) -> Measured | None:
+            directions=None, codecs=None, pids=None, detached=()) -> Measured | None:
     """Bytes and calls per sampled CPU-second of ``subcategory`` in the processes that made the calls.
+
+    ``codec_calls``: as recorded, or as ``extrapolate`` gave it (then ``detached``, the same
+    DetachedProbe list, names the targets behind a basis other than "measured").
 
     ``directions`` / ``codecs`` select a subset of the calls; the subcategory's CPU of those processes
     is then scaled by the subset's share of the time spent in all of that kind's calls. ``pids``
@@ -107,9 +172,21 @@ def measure(codec_calls: pd.DataFrame, cpu_category: pd.DataFrame, subcategory: 
     cpu_s *= frac
     if cpu_s <= 0:
         return None
+    counted, basis, partial = _basis(sel, detached)
     return Measured(subcategory, tuple(directions or DIRECTIONS[subcategory]),
                     None if codecs is None else tuple(codecs), float(sel["bytes"].sum()),
-                    float(sel["calls"].sum()), float(sel["duration_ns"].sum()), cpu_s, tuple(who))
+                    float(sel["calls"].sum()), float(sel["duration_ns"].sum()), cpu_s, tuple(who),
+                    counted_bytes=counted, basis=basis, detached=partial)
+
+
+def _basis(sel: pd.DataFrame, detached) -> tuple[float | None, str, tuple]:
+    """(bytes counted, basis, the DetachedProbe among ``sel``'s targets) of the selected rows."""
+    if "weight" not in sel.columns or (sel["weight"] == 1.0).all():
+        return None, "measured", ()
+    keys = set(sel["lib"].astype(str) + ":" + sel["func"].astype(str))
+    partial = tuple(p for p in detached or () if p.target in keys)
+    basis = "lower_bound" if sel["weight"].isna().any() else "extrapolated"
+    return float(sel["counted_bytes"].sum()), basis, partial
 
 
 def time_fraction(codec_calls: pd.DataFrame, subcategory: str, directions=None, codecs=None,

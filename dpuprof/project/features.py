@@ -142,6 +142,21 @@ class Features:
     inp: ProjectionInput
     warnings: list = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        """One warning per uprobe that stopped early: the recording's line, and what the projection
+        does with its counts (codec_calls scaled up, or taken as a lower bound; other tables as counted)."""
+        cc = self.inp.table("codec_calls")
+        codec_keys = set(cc["lib"].astype(str) + ":" + cc["func"].astype(str)) if not cc.empty else set()
+        for p in self.inp.detached:
+            if p.target not in codec_keys:
+                how = "its counts are read as recorded (a lower bound)"
+            elif p.weight is None:
+                how = "its codec_calls are taken as a lower bound (the detach time is not recorded)"
+            else:
+                how = (f"its codec_calls are scaled by {1 / p.weight:.2f} (extrapolated from the first "
+                       f"{p.covered_s:.1f} s, assuming a steady call rate)")
+            self._warn(f"{p.line()}; projection: {how}")
+
     def _warn(self, text: str) -> None:
         if text not in self.warnings:
             self.warnings.append(text)
@@ -326,11 +341,17 @@ class Features:
         raise ValueError(f"unknown share {kind!r}")
 
     # ---- measured codec rates and directions (codec_calls, schema v2)
+    @cached_property
+    def codec_calls(self) -> pd.DataFrame:
+        """codec_calls with the targets that stopped early scaled up (codecs.extrapolate)."""
+        return codecs.extrapolate(self.inp.table("codec_calls"), self.inp.detached)
+
     def codec_measure(self, subcategory: str, share_kind: str) -> codecs.Measured | None:
         """Measured bytes and calls per CPU-second for the calls a mechanism with ``share_kind`` takes."""
         sel = {"deflate_lz4_decompress": (("decompress",), ("deflate", "lz4")),
                "deflate": (None, ("deflate",))}.get(share_kind, (None, None))
-        return codecs.measure(self.inp.table("codec_calls"), self.inp.table("cpu_category"), subcategory, *sel)
+        return codecs.measure(self.codec_calls, self.inp.table("cpu_category"), subcategory, *sel,
+                              detached=self.inp.detached)
 
     def _decompress_share(self, subcategory: str, workload: bool) -> float:
         """DEFLATE/LZ4 decompression share: codec from the stacks, direction measured where possible.
@@ -340,7 +361,7 @@ class Features:
         samples whose frames name inflate/decompress count, and a warning says how many were unknown.
         """
         pids = self.inp.workload_pids if workload else None
-        frac = codecs.time_fraction(self.inp.table("codec_calls"), subcategory, directions=("decompress",),
+        frac = codecs.time_fraction(self.codec_calls, subcategory, directions=("decompress",),
                                     within_codecs=("deflate", "lz4"), pids=pids)
         ev = self._evidence(subcategory)
         if workload:
@@ -359,6 +380,6 @@ class Features:
         if unknown > 0.5:
             self._warn(f"{subcategory}: direction (compress vs decompress) unknown for {100 * unknown:.1f} % of the "
                        "DEFLATE/LZ4 samples (stripped library frames); only samples naming inflate/decompress "
-                       f"count, so a decompression engine gets {100 * share:.1f} % of it; record with the codec "
-                       "uprobes (schema v2 codec_calls) to measure the direction")
+                       f"count, so a decompression engine gets {100 * share:.1f} % of it; record with "
+                       "dpuprof record --codec-uprobes to measure the direction")
         return share

@@ -14,6 +14,7 @@ import pandas as pd
 
 from dpuprof.categories import OBSERVER
 from dpuprof.errors import UserError
+from dpuprof.recording import partial
 from dpuprof.recording.schema import TABLES
 
 #: Tables the model uses.
@@ -36,6 +37,8 @@ class ProjectionInput:
     ``frames[name]`` holds the recording table ``name`` (columns of ``schema.TABLES``); missing
     tables are empty. ``workload_pids`` are the processes of the recorded job (in_workload=1).
     ``cpu_count`` host CPUs, ``duration_s`` wall seconds; capacity = cpu_count x duration_s.
+    ``detached``: the uprobes that stopped early (dpuprof.recording.partial.DetachedProbe), whose
+    rows in codec_calls/collectives are partial (project/codecs.py scales or bounds them).
 
     Rows of the ``observer`` category (samples in dpuprof's own BPF programs: the recorder's cost,
     docs/taxonomy.md) are dropped from ``cpu_category``, ``stacks`` and ``thread_category`` here,
@@ -49,6 +52,7 @@ class ProjectionInput:
     workload_pids: set = field(default_factory=set)
     frames: dict = field(default_factory=dict)
     source: str = ""
+    detached: tuple = ()
 
     def __post_init__(self) -> None:
         self.frames = {name: _without_observer(name, df) for name, df in self.frames.items()}
@@ -95,4 +99,5 @@ def from_recording(rec) -> ProjectionInput:
         raise UserError(f"{where}: the recording has no duration (no intervals); record for longer")
     frames = {name: rec.table(name) for name in USED_TABLES}
     return ProjectionInput(cpu_count=int(cpu_count), duration_s=float(duration),
-                           workload_pids=set(rec.workload_pids), frames=frames, source=where)
+                           workload_pids=set(rec.workload_pids), frames=frames, source=where,
+                           detached=tuple(partial.detached(rec.meta, frames["intervals"])))

@@ -21,6 +21,9 @@ Row DataFrame columns (units):
                                  inline-crypto demand): measured from codec_calls where recorded
     calls_per_cpu_s              measured calls per CPU-second (codec_calls), else NaN
     rate_note                    where host_bytes_per_cpu_s came from (measured, or a profile constant)
+    rate_basis                   "measured", "extrapolated" (a uprobe stopped early: its counts scaled
+                                 up, project/codecs.py), "lower_bound" (stopped early, time unknown),
+                                 "profile" (the constant), or None (no rate)
   after evaluate():
     alpha_eff                    alpha x cap_factor
     n, workload_n                now the offloads of the effective alpha: n_profile x cap_factor
@@ -45,7 +48,7 @@ from dpuprof.project.profiles import Profile
 ROW_COLUMNS = ["category", "subcategory", "mechanism", "label", "requires", "runs_on", "resource", "notes",
                "sources", "share", "share_workload", "before_s", "workload_before_s", "mode", "alpha", "A",
                "n", "workload_n", "o0_ns", "L_ns", "Q_ns", "o1_ns", "cap_factor", "n_from", "host_bytes_per_cpu_s",
-               "calls_per_cpu_s", "rate_note"]
+               "calls_per_cpu_s", "rate_note", "rate_basis"]
 _EPS = 1e-12
 
 
@@ -96,7 +99,7 @@ def plan(dem: pd.DataFrame, profile: Profile, feats: Features) -> pd.DataFrame:
                 "mode": "async", "alpha": 0.0, "A": 1.0, "n": 0.0, "workload_n": 0.0,
                 "o0_ns": 0.0, "L_ns": 0.0, "Q_ns": 0.0, "o1_ns": 0.0, "cap_factor": 1.0,
                 "n_from": "none", "_chunk": None, "host_bytes_per_cpu_s": None, "calls_per_cpu_s": None,
-                "rate_note": None,
+                "rate_note": None, "rate_basis": None,
             })
     if not rows:
         return pd.DataFrame(columns=ROW_COLUMNS)
@@ -112,15 +115,17 @@ def _host_rate(mech, subcategory: str, feats: Features) -> dict:
     if measured is not None:
         return {"host_bytes_per_cpu_s": measured.bytes_per_cpu_s, "calls_per_cpu_s": measured.calls_per_cpu_s,
                 "rate_note": f"{mech.name} on {subcategory}: host_bytes_per_cpu_s {measured.describe()}; "
-                             "n = one offload per measured call, or per chunk_bytes of a larger call"}
+                             "n = one offload per measured call, or per chunk_bytes of a larger call",
+                "rate_basis": measured.basis}
     if const is None:
-        return {"host_bytes_per_cpu_s": None, "calls_per_cpu_s": None, "rate_note": None}
+        return {"host_bytes_per_cpu_s": None, "calls_per_cpu_s": None, "rate_note": None, "rate_basis": None}
     why = ("the uprobes see user-space calls only" if not subcategory.endswith(".user")
-           else "the recording has no codec_calls for it (schema v1, or the uprobes did not attach)")
+           else "no codec_calls for it in the recording: record with dpuprof record --codec-uprobes; a "
+                "schema v1 file has none, and a uprobe may not attach")
     return {"host_bytes_per_cpu_s": float(const.value), "calls_per_cpu_s": None,
             "rate_note": f"{mech.name} on {subcategory}: host_bytes_per_cpu_s = {float(const.value):.3g} B per "
                          f"CPU-second is a profile constant, not measured on this host ({why}); source: "
-                         f"{const.source}"}
+                         f"{const.source}", "rate_basis": "profile"}
 
 
 def _attach_counts(df: pd.DataFrame, feats: Features) -> None:

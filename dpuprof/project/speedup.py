@@ -45,7 +45,7 @@ def job_speedup(inp: ProjectionInput, dem: pd.DataFrame, rows: pd.DataFrame,
             "contention_proxy": proxy["expected"], "window": win.as_dict()}
     if job is None or not job.ranks:
         why = ("the recording has no per-thread scheduling data (schema v1, or recorded without the "
-               "sched_wait probe)" if job is None else "no rank thread was busy in the window")
+               "sched_wait probe: dpuprof record --light, or a --probes list without sched_wait)" if job is None else "no rank thread was busy in the window")
         return {**base, "low": 1.0, "expected": proxy["expected"], "high": proxy["high"], "regime": "unknown",
                 "regime_why": why + ": expected is the CPU-contention proxy T / (T - F_job), and high adds the "
                 "freed CPU of other processes; neither is a bound",

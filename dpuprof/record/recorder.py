@@ -3,7 +3,8 @@ targets.py), drain every interval, commit every interval.
 
 Modes: ``bpf`` (default; root and bcc) samples stacks and classifies CPU into categories;
 ``psutil`` (``--probes psutil``) needs no root and records host and per-process CPU splits only.
-The recorder prints nothing: errors go to ``on_error`` as they happen, progress to ``status``, and
+The recorder prints nothing: errors go to ``on_error`` as they happen, warnings (a probe that
+stopped early) to ``on_warning``, progress to ``status``, and
 ``run`` returns a ``RunResult`` from which the CLI (cli/record.py) words the outcome and exit status.
 """
 
@@ -92,9 +93,11 @@ class RunResult:
 
 class Recorder:
     def __init__(self, opts: Options, status=None, on_error: Callable[[str], None] | None = None,
-                 writer_factory: Callable[..., RecordingWriter] = staged_writer):
+                 writer_factory: Callable[..., RecordingWriter] = staged_writer,
+                 on_warning: Callable[[str], None] | None = None):
         """``status``: a StatusLine-like object (update, clear) or None; ``on_error`` takes one
         line per write error, when it happens (the command may run on for hours after);
+        ``on_warning`` one line per probe that stopped early (a uprobe detached), when it does;
         ``writer_factory(path, meta, owner)``: what writes the intervals, RecordingWriter's
         interface with ``publish`` and ``discard`` (dpuprof agent passes one that rotates files
         in a directory: dpuprof/agent/rotate.py). Only with the default is ``opts.output``
@@ -103,6 +106,7 @@ class Recorder:
         self.writer_factory = writer_factory
         self.status = status
         self.on_error = on_error or (lambda line: None)
+        self.on_warning = on_warning or (lambda line: None)
         self.user = childmod.invoking_user(opts.as_root)
         self.source = make_source(opts)
         self.interval = 0
@@ -377,6 +381,10 @@ class Recorder:
         self.total_samples += got.samples
         self.cat_totals.update(got.busy)
         self.lost_total += got.lost
+        for line in got.warnings:
+            if self.status is not None:
+                self.status.clear()  # the warning on a line of its own, not inside the live line
+            self.on_warning(line)
         for pid, comm in got.comms.items():
             self._note_process(pid, comm, pid in workload, t1, parents.get(pid))
         for pid in got.ran | exits.keys():  # ran, never sampled, gone before /proc was read

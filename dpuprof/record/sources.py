@@ -52,7 +52,8 @@ class Drained:
     ``stacks`` new stack rows, ``dropped_stacks`` ids of stacks never referred to again,
     ``markers`` marker rows, ``comms`` {pid: comm} of sampled processes,
     ``ran`` pids that were sampled, ``samples`` sampled (busy ``busy`` by top-level
-    category), ``lost`` whole samples lost (map overflows)."""
+    category), ``lost`` whole samples lost (map overflows), ``warnings`` lines for the user (a
+    probe that stopped early)."""
     tables: dict = field(default_factory=dict)
     stacks: list = field(default_factory=list)
     dropped_stacks: list = field(default_factory=list)
@@ -62,6 +63,7 @@ class Drained:
     samples: int = 0
     busy: Counter = field(default_factory=Counter)
     lost: int = 0
+    warnings: list = field(default_factory=list)
 
 
 class PsutilSource:
@@ -305,6 +307,7 @@ class BpfSource:
         t["probe_cost"] = self.cost.drain()
         if self.uprobes:  # collectives, codec_calls, markers, lost
             out.markers = self.uprobes.contribute(t, workload, writer)
+            out.warnings = self.uprobes.take_warnings()
         # Only whole samples count as lost here; a failed stack walk still counts its sample.
         out.lost = sum(n for kind, n in t["lost"] if kind.startswith("samples"))
         self.drains += 1

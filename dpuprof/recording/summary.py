@@ -9,6 +9,7 @@ is in ``total_s``, ``by_category`` or ``by_subcategory``.
 from __future__ import annotations
 
 from dpuprof.categories import CATEGORIES, IDLE, NOT_WORK, OBSERVER
+from dpuprof.recording import partial
 from dpuprof.recording.reader import Recording
 
 
@@ -28,6 +29,9 @@ def summarize(rec: Recording) -> dict:
     """Return the summary dict (JSON-serialisable). Keys:
 
     duration_s, command, workload ("command", "attach", "cgroup" or "system-wide"), schema_version, complete, mode, category_split, sample_freq_hz,
+    probes_unavailable {probe: why}, probes_stopped_early [{target, calls_per_s, limit_per_s,
+    covered_s, span_s, warning}] (uprobes detached for being called too often: their tables hold
+    the calls up to then only; covered_s/span_s null when the recording does not say when),
     host_cpu {total_s, idle_s, observer_s, by_category, by_subcategory, cpu_times},
     workload_cpu {total_s, observer_s, by_category, by_subcategory, proc_cpu_s, kernel_s},
     processes [{pid, ppid, comm, cpu_s, by_category}], io {...}, net {...}, softirq_s {vector: s},
@@ -91,7 +95,17 @@ def _header(rec: Recording, split: bool) -> dict:
             "host": info.host, "kernel": info.kernel, "cpu_count": info.cpu_count,
             "duration_s": round(rec.duration_s, 6), "complete": info.complete, "exit_code": info.exit_code,
             "mode": info.mode, "category_split": split, "sample_freq_hz": info.sample_freq_hz,
-            "probes_unavailable": info.probes_unavailable}
+            "probes_unavailable": info.probes_unavailable, "probes_stopped_early": _stopped_early(rec)}
+
+
+def _stopped_early(rec: Recording) -> list[dict]:
+    """The uprobes that stopped early (dpuprof/recording/partial.py), as JSON objects."""
+    out = []
+    for p in partial.detached(rec.meta, rec.table("intervals")):
+        out.append({"target": p.target, "calls_per_s": p.calls_per_s, "limit_per_s": p.limit_per_s,
+                    "covered_s": None if p.covered_s is None else round(p.covered_s, 6),
+                    "span_s": None if p.span_s is None else round(p.span_s, 6), "warning": p.line()})
+    return out
 
 
 def _host_busy_idle(cat, busy, host_times: dict, split: bool) -> tuple[float, float]:

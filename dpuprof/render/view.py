@@ -285,6 +285,7 @@ def _warnings(rec, summary: dict) -> list[str]:
         out.append(f"the workload exited with status {code}")
     for probe, why in sorted(rec.info.probes_unavailable.items()):
         out.append(f"probe {probe} unavailable: {why}")
+    out += [p["warning"] for p in summary.get("probes_stopped_early") or ()]
     from dpuprof.render.losses import from_recording, warning
 
     line = warning(from_recording(rec))
@@ -304,7 +305,7 @@ def _warnings(rec, summary: dict) -> list[str]:
         out.append(line)
     if not rec.category_split:
         out.append("no category split (psutil mode): CPU is shown as user/system/softirq time; "
-                   "record with the BPF probes to split it into network, storage, crypto ...")
+                   "record as root without --probes psutil to split it into network, storage, crypto ...")
     return out
 
 
@@ -325,6 +326,14 @@ def _self_check_line(wl: dict, split: bool) -> str | None:
     return (f"self-check: the workload's categorised CPU ({recorded:.2f} s) is {pct:+.1f} % off the kernel's "
             f"count for the command's processes ({kernel:.2f} s, reaped); categories and shares carry that error "
             f"(a process outside the command's tree, or one not reaped by it, is one cause)")
+
+
+def _with_projection(own: list[str], projection_warnings) -> list[str]:
+    """The recording's warnings, then the projection's; a recording line that a projection line
+    repeats and extends (a probe that stopped early, and what the projection did about it) is said
+    once, by the projection's."""
+    proj = list(projection_warnings)
+    return [w for w in own if not any(p.startswith(f"projection: {w}") for p in proj)] + proj
 
 
 def _recorder_summary(rec) -> dict | None:
@@ -386,7 +395,7 @@ def build_view(rec, projection: Projection | None = None, projection_warnings=()
         workload_label=workload_label(rec.info),
         summary=RunSummary.of(summary),
         projection=projection,
-        warnings=_warnings(rec, summary) + list(projection_warnings),
+        warnings=_with_projection(_warnings(rec, summary), projection_warnings),
         cpu_count=float(rec.info.cpu_count or 1),
         duration_s=rec.duration_s,
         interval_s=interval_s if interval_s > 0 else 1.0,

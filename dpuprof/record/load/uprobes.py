@@ -3,8 +3,10 @@
 uprobes attach per binary file, so a target can only be attached once a workload process maps its
 library (torch is imported after the workload starts). ``UprobeSession.drain`` rescans the
 workload's ``/proc/PID/maps`` at every interval and attaches each new library once; whether each
-target attached, or why not, is kept in ``status`` (meta key ``uprobes``). The probes themselves
-are in probes/uprobes.bpf.c; methods and costs in docs/uprobes.md.
+target attached, or why not, is kept in ``status`` (meta key ``uprobes``). A target detached for
+being called too often leaves its tables partial: when (meta key ``uprobes_detached``, read by
+dpuprof/recording/partial.py) and one warning line (``take_warnings``, printed by record). The
+probes themselves are in probes/uprobes.bpf.c; methods and costs in docs/uprobes.md.
 """
 
 from __future__ import annotations
@@ -145,6 +147,10 @@ class UprobeSession:
         self.links: dict[tuple[str, str], list[int]] = {}  # (target name, file) -> uprobe-multi link fds
         self.limit_hz = max_hits_per_s()
         self.last_drain = time.monotonic()
+        self.primed_at: float | None = None  # unix s of the first baseline: calls before it are not counted
+        self.attached_at: dict[str, float] = {}  # target name -> unix s it first attached
+        self.detached: dict[str, dict] = {}  # target name -> meta uprobes_detached entry
+        self.warnings: list[str] = []  # detach lines not yet taken (take_warnings)
         self.tried_paths: set[str] = set()
         self._mapped: dict[int, set[str]] = {}  # pid -> executable files seen mapped (attach_new)
         self._not_read: set[int] = set()  # ids attach_new no longer reads: threads, exited
@@ -200,6 +206,7 @@ class UprobeSession:
             result = self._attach(target, path)
             if result == ATTACHED:
                 self.paths.setdefault(target.name, []).append(path)
+                self.attached_at.setdefault(target.name, time.time())
             if result == ATTACHED or self.status[target.name] != ATTACHED:
                 self.status[target.name] = result  # one file attached is enough to say "attached"
             changed = True
@@ -271,12 +278,31 @@ class UprobeSession:
                 self._detach(target, path)
             self.status[target.name] = (f"{DETACHED}: {hot[target.slot]:.0f} calls/s, over the limit of "
                                         f"{self.limit_hz:.0f}/s ({MAX_HZ_ENV}); each call is a trap")
+            self._note_detach(target.name, hot[target.slot])
             changed = True
         return changed
+
+    def _note_detach(self, name: str, rate: float) -> None:
+        """Keep when ``name`` detached (meta ``uprobes_detached``) and its warning line: its rows
+        count the calls from ``from`` (its attach, or the first baseline) to ``detached_at`` only."""
+        now = time.time()
+        start = max(self.attached_at.get(name, now), self.primed_at or 0.0)
+        self.detached[name] = {"from": start, "detached_at": now, "calls_per_s": round(rate, 1),
+                               "limit_per_s": self.limit_hz}
+        self.warnings.append(f"uprobe {name} stopped early: detached after {max(0.0, now - start):.1f} s at "
+                             f"{rate:.0f} calls/s (over the limit of {self.limit_hz:.0f}/s, {MAX_HZ_ENV}); "
+                             "its counts cover the run up to then only, and dpuprof report and project say so")
+
+    def take_warnings(self) -> list[str]:
+        """The warning lines since the last call (one per target detached), for record to print."""
+        out, self.warnings = self.warnings, []
+        return out
 
     def prime(self) -> None:
         """Take the baselines now and drop marks so far, so the first interval starts now."""
         self.drain()
+        if self.primed_at is None:  # a resume after a duty cycle's off part primes again
+            self.primed_at = time.time()
 
     def drain(self, workload=()) -> tuple[list, list, list, list]:
         self._detach_hot()
@@ -310,8 +336,10 @@ class UprobeSession:
         return marks
 
     def meta(self) -> dict:
-        """Meta keys: ``uprobes`` {target: "attached" or why not}, ``uprobes_paths`` {target: [files]}."""
-        return {"uprobes": dict(self.status), "uprobes_paths": {k: list(v) for k, v in self.paths.items()}}
+        """Meta keys: ``uprobes`` {target: "attached" or why not}, ``uprobes_paths`` {target: [files]},
+        ``uprobes_detached`` {target: {from, detached_at (unix s), calls_per_s, limit_per_s}}."""
+        return {"uprobes": dict(self.status), "uprobes_paths": {k: list(v) for k, v in self.paths.items()},
+                "uprobes_detached": {k: dict(v) for k, v in self.detached.items()}}
 
 
 
