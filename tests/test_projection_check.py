@@ -203,3 +203,68 @@ def test_two_fixtures_of_different_work_say_why_in_json(fixture_copy, tmp_path):
     assert not chk["made"] and "comparison" in doc  # the plain comparison is still there
     assert chk["cannot"][0].startswith("no projection of A")
     assert any(r.startswith("the runs do different work") for r in chk["cannot"])
+
+
+# ----------------------------------------------------------------------------- the fixture pair
+
+PAIR = "offload-crypto"
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    """A private copy of fixtures/offload-crypto (before.rec, after.rec and before.proj.json)."""
+    import shutil
+
+    from conftest import FIXTURES
+
+    dst = tmp_path_factory.mktemp("pair")
+    for name in ("before.rec", "after.rec", "before.proj.json"):
+        shutil.copy(FIXTURES / PAIR / name, dst / name)
+    return dst
+
+
+def _report(pair, *args):
+    import subprocess
+
+    from conftest import PYTHON
+
+    res = subprocess.run([PYTHON, "-m", "dpuprof", "report", "before.rec", "after.rec", "-q", *args], cwd=pair,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
+def test_the_fixture_pair_is_checked_in_json(pair):
+    import json
+
+    chk = json.loads(_report(pair, "--format", "json"))["projection_check"]
+    assert chk["made"] and chk["cpu_unit"] == "CPU s per step"
+    sp = chk["speedup"]
+    assert sp["ci95"][0] <= sp["measured"] <= sp["ci95"][1] and sp["a_steps"] >= PC.MIN_STEPS
+    assert sp["verdict"] == "inside the range" or sp["verdict"].startswith("outside by ")
+    assert chk["by_category"]["crypto"]["projected"] == 0.0  # ideal --only crypto: all of it
+    assert chk["by_mechanism"]["ideal"]["subcategories"] == ["crypto.user"]
+
+
+def test_the_fixture_pair_is_checked_in_terminal_markdown_and_html(pair):
+    from dpuprof.render.check_rows import TITLE
+
+    text = _report(pair)
+    assert TITLE in text and "Speedup: measured" in text and "projected low" in text
+    markdown = _report(pair, "--format", "markdown")
+    assert f"## {TITLE.replace(chr(39), '&#x27;')}" in markdown or "## Projection check" in markdown
+    assert "| Workload CPU | A (before) | Projected B | Measured B | Error | Error % |" in markdown
+    _report(pair, "-o", "check.html")
+    html = (pair / "check.html").read_text()
+    assert 'id="projection-check"' in html and 'class="check-chart"' in html
+    assert '"projection_check":{"a":"before"' in html  # the page's JSON carries it too
+
+
+def test_without_the_projection_the_pair_says_so_and_still_compares(pair, tmp_path):
+    import shutil
+
+    for name in ("before.rec", "after.rec"):
+        shutil.copy(pair / name, tmp_path / name)
+    text = _report(tmp_path)
+    assert "! projection check not made: no projection of A (before)" in text
+    assert "Share of busy CPU, A -> B" in text

@@ -5,8 +5,10 @@ The steady window is the one ``dpuprof project`` and ``--time steady`` use
 (:func:`dpuprof.recording.window.choose`); a window that falls back to the whole recording
 (too short, or no workload CPU, to tell start-up apart) counts as none. Steps are the step markers
 of one rank (:func:`dpuprof.render.steps.step_marks`) that lie inside the window; CPU is the busy
-host CPU of every process, apportioned by time overlap (:func:`dpuprof.render.steps.apportion`) to
-the span the steady steps cover, else to the steady window.
+CPU of the workload's processes (the job's process tree: other work on the host is not the job's,
+and on a shared machine it would swamp the difference), apportioned by time overlap
+(:func:`dpuprof.render.steps.apportion`) to the span the steady steps cover, else to the steady
+window.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def facts_of(v: RunView) -> RunFacts:
         edges = t[(t >= lo - 1e-6) & (t <= hi + 1e-6)]
         if len(edges) >= 2:
             walls, span = tuple(float(x) for x in np.diff(edges)), (float(edges[0]), float(edges[-1]))
-    busy = cpu[~cpu["category"].isin(NOT_WORK)]
+    busy = cpu[~cpu["category"].isin(NOT_WORK) & cpu["pid"].isin(set(rec.workload_pids))]
     return RunFacts(v.name, command, v.category_split, kind, win.length_s, win.how, span[1] - span[0],
                     walls, _over(iv, busy, "category", span), _over(iv, busy, "subcategory", span))
 

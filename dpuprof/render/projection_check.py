@@ -7,11 +7,11 @@ from the recordings by :mod:`dpuprof.render.check_facts`) and A's typed Projecti
 
 What is compared, over each run's steady window (dpuprof.recording.window):
 
-- **host CPU after, per category and per offload mechanism**: *projected* is A's measured CPU
+- **workload CPU after, per category and per offload mechanism**: *projected* is A's measured CPU
   times the projection's after/before ratio for that category (or the mechanism's subcategories:
   the projection's totals cover A's whole recording, its ratio is what carries over to a window);
   *measured* is B's. Both per step when both runs mark steps, else per second of steady window
-  (cores). Busy host CPU of every process, as the report's category table counts it;
+  (cores). Busy CPU of the workload's processes (other work on the host is not the job's);
 - **the job's speedup**: B's steps per second over A's, from the per-step wall times of the steady
   steps, with a percentile-bootstrap 95 % interval (each run's steps resampled on their own),
   against the projection's low / expected / high;
@@ -45,8 +45,8 @@ MIN_STEPS = 3
 #: GROWTH of the projected value and by more than FLOOR of A's busy CPU (per step or per second).
 GROWTH = 0.20
 FLOOR = 0.02
-FINDING_RULE = (f"a category is named when B's CPU is more than {GROWTH:.0%} away from the projected "
-                f"value and more than {FLOOR:.0%} of A's busy CPU; a mechanism when its CPU fell by less "
+FINDING_RULE = (f"a category is named when B's CPU is more than {100 * GROWTH:.0f} % away from the projected "
+                f"value and more than {100 * FLOOR:.0f} % of A's busy CPU; a mechanism when its CPU fell by less "
                 "than half of what the projection expected; the speedup when it is outside [low, high]")
 UNITS = {"per_step": "CPU s per step", "per_second": "CPU s per second of steady window (cores)"}
 
@@ -55,8 +55,9 @@ UNITS = {"per_step": "CPU s per step", "per_second": "CPU s per second of steady
 class RunFacts:
     """What the check needs of one run. ``window_s`` None: no steady window (``window_how`` why).
     ``step_wall_s``: wall seconds of each step inside the steady window (empty without step
-    markers); ``cpu_s`` / ``subcat_cpu_s``: busy host CPU seconds per category / subcategory over
-    the span the steps cover (else the steady window), ``span_s`` that span's length."""
+    markers); ``cpu_s`` / ``subcat_cpu_s``: the workload's busy CPU seconds per category /
+    subcategory over the span the steps cover (else the steady window), ``span_s`` that span's
+    length."""
 
     name: str
     command: tuple[str, ...] | None
