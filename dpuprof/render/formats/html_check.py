@@ -41,8 +41,10 @@ def speedup_svg(chk: ProjectionCheck) -> str | None:
     for i, (label, a, mid, b, colour) in enumerate(rows):
         y = TOP + ROW_H * i + ROW_H / 2
         end = x(b) if b is not None else W - RIGHT
-        out.append(f'<text x="{LEFT - 8}" y="{y + 4:.1f}" text-anchor="end" font-size="12">{escape(label)}</text>')
-        out.append(f'<line x1="{x(a):.1f}" y1="{y:.1f}" x2="{end:.1f}" y2="{y:.1f}" stroke="{colour}" stroke-width="2"/>')
+        out.append(f'<text x="{LEFT - 8}" y="{y + 4:.1f}" text-anchor="end" font-size="12">'
+                   f'{escape(label)}</text>')
+        out.append(f'<line x1="{x(a):.1f}" y1="{y:.1f}" x2="{end:.1f}" y2="{y:.1f}" stroke="{colour}" '
+                   'stroke-width="2"/>')
         for edge in (x(a), end) if b is not None else (x(a),):
             out.append(f'<line x1="{edge:.1f}" y1="{y - 7:.1f}" x2="{edge:.1f}" y2="{y + 7:.1f}" '
                        f'stroke="{colour}" stroke-width="2"/>')
