@@ -82,6 +82,8 @@ def test_readme_try_it_leaves_the_clone_clean(clone, tmp_path):
     assert report.parent.parent == temp and (report.parent / "recording.proj.json").exists()
     html = report.read_bytes()
     assert html.startswith(b"<!doctype html>") and b'"projection":{"projection_version"' in html  # found it
+    # The before/after pair: the after-run held against the before-run's projection (found beside it).
+    assert "Projection check: A's projection against B" in res.stdout and "Speedup: measured" in res.stdout
     # ... and nothing inside the clone, not even a git-ignored file.
     assert git("status", "--porcelain", "--ignored", cwd=clone) == ""
 

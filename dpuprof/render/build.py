@@ -94,7 +94,10 @@ def build_report(paths: list[Path], *, mode: str | None = None, projection: str 
     if kind == "single":
         return Report("single", views, workers=workers)
     if kind == "compare":
-        return Report("compare", views, comparison=compare_views(views[0], views[1]), workers=workers)
+        from dpuprof.render.check_facts import check_views
+
+        return Report("compare", views, comparison=compare_views(views[0], views[1]),
+                      check=check_views(views[0], views[1]), workers=workers)
     if progress:
         progress.step(f"merging {len(views)} nodes")
     return Report("merge", views, total=merge_views(views, why_not_one_job), workers=workers)

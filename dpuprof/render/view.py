@@ -136,6 +136,8 @@ class Report:
     runs: list[RunView]
     total: RunView | None = None
     comparison: pd.DataFrame | None = None
+    #: a comparison's check of A's projection against B (render/projection_check.py ProjectionCheck)
+    check: object = None
     workers: int | None = None  # -j: processes the renderers may draw charts in (None: one per CPU)
 
     @property

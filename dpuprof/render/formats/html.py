@@ -206,8 +206,13 @@ def run_context(v: RunView, flame_title: str | None = None, svg_id: str = "flame
 def _compare_context(report: Report) -> dict:
     from dpuprof.render.flame import diff_svg
 
+    from dpuprof.render.formats.html_check import check_context
+
     a, b = report.runs
-    out = {"warnings": [f"A: {w}" for w in a.warnings] + [f"B: {w}" for w in b.warnings],
+    check = check_context(report.check)
+    if check and check.get("svg"):
+        check["svg"] = Markup(check["svg"])  # built from numbers and escaped labels (html_check.py)
+    out = {"check": check, "warnings": [f"A: {w}" for w in a.warnings] + [f"B: {w}" for w in b.warnings],
            "busy_a": f"{a.busy_samples:,.0f}", "busy_b": f"{b.busy_samples:,.0f}", "table": None, "diff_svg": None}
     if report.comparison is not None and a.category_split and b.category_split:
         cmp = report.comparison

@@ -7,7 +7,8 @@ shares, the per-interval timeline; null without GPU samples, then ``gpu_note`` s
 user-space work that caused it, dpuprof/render/causes.py; null without causes).
 
 Several recordings: ``{"kind": "compare"|"merge", "runs": [summary, ...]}`` plus ``comparison``
-(per-category shares and the z-test) or ``total`` (the job view: the summary of the nodes' merged
+(per-category shares and the z-test) and ``projection_check`` (A's projection held against B, with
+its units: dpuprof/render/projection_check.py) or ``total`` (the job view: the summary of the nodes' merged
 tables, with ``job``: per-node rows, spread, stragglers and projections, render/job.py).
 """
 
@@ -60,6 +61,8 @@ def data_for(report: Report) -> dict:
         out["total"] = summary_data(report.total)
     if report.comparison is not None:
         out["comparison"] = comparison_json(report.comparison)
+    if report.check is not None:
+        out["projection_check"] = report.check.as_json()
     return out
 
 

@@ -63,6 +63,20 @@ def _gpu_and_steps(v: RunView, level: str) -> list[str]:
     return out
 
 
+def _check(chk) -> list[str]:
+    """The projection check of a comparison (render/check_rows.py), or why it was not made."""
+    from dpuprof.render import check_rows as C
+
+    if chk is None:
+        return []
+    if not chk.made:
+        return ["> **Projection check**"] + [f"> - {md(ln)}" for ln in C.cannot_lines(chk)] + [""]
+    return [f"## {md(C.TITLE)}", "", md(C.intro(chk)), "",
+            table(C.CPU_HEADER, C.cpu_rows(chk), right=range(1, 6)), "", md(C.speedup_line(chk)), "",
+            "### What B shows that the projection did not expect", ""] + \
+        [f"- {md(ln)}" for ln in C.finding_lines(chk)] + [""]
+
+
 def _job(jv) -> list[str]:
     """The job view's identity, spread, stragglers and projections (render/job.py)."""
     from dpuprof.render import job as J
@@ -91,6 +105,7 @@ def render(report: Report, *, stem: str | None = None, progress=None, color: boo
                       "Share of busy CPU samples; significant when p < 0.05/6 (two-proportion z-test, "
                       "Bonferroni over six categories).", "",
                       table(T.compare_header(a, b), T.compare_rows(report.comparison, a, b), right=range(1, 8)), ""]
+        lines += _check(report.check)
         for tag, v in (("A", a), ("B", b)):
             lines += [f"## {tag}: {md(v.name)}", ""] + _run(v, "###")
     elif report.kind == "merge":

@@ -118,6 +118,7 @@ def render_text(report: Report, color: bool = False) -> str:
                       "p < 0.05/6)"]
             lines.append(text_table(T.compare_header(a, b), T.compare_rows(report.comparison, a, b),
                                     right=range(1, 8)))
+        lines += check_lines(report.check, st)
         for tag, v in (("A", a), ("B", b)):
             lines += [""] + single(v, st, f"{tag}: {v.name}")
     else:
@@ -130,6 +131,20 @@ def render_text(report: Report, color: bool = False) -> str:
         if t.job:
             lines += job_lines(t.job, st)
     return to_text(lines, color)
+
+
+def check_lines(chk, st: Style) -> list:
+    """The projection check of a comparison (render/check_rows.py), or why it was not made."""
+    from dpuprof.render import check_rows as C
+
+    if chk is None:
+        return []
+    if not chk.made:
+        return [""] + [st.warn(clean(f"  ! {ln}")) for ln in C.cannot_lines(chk)]
+    out = ["", st.bold(C.TITLE), st.dim(clean(f"  {C.intro(chk)}")),
+           text_table(C.CPU_HEADER, C.cpu_rows(chk), right=range(1, 6)),
+           clean(f"  {C.speedup_line(chk)}"), "", st.bold("What B shows that the projection did not expect")]
+    return out + [clean(f"  - {ln}") for ln in C.finding_lines(chk)]
 
 
 def job_lines(jv, st: Style) -> list[str]:

@@ -1,0 +1,53 @@
+"""The projection check on a real before/after pair: validation cell c_inline_w1 (inline decryption
+on the rank thread, crypto removed by ``--emulate crypto=remove``), which passes in
+benchmarks/VALIDATION.md.
+
+It records A (the baseline) and B (the emulated offload) with ``dpuprof record``, projects A with
+the one-category ideal profile as the validation harness does, and checks that ``dpuprof report A
+B``'s measured speedup lies inside the cell's bootstrap 95 % interval (benchmarks/validation.json),
+the tolerance the issue sets. Runs are short (6 s of training) to keep the test near a minute;
+the shards are written first, outside the recordings.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import PYTHON, REPO, dpuprof
+
+CELL = "c_inline_w1"
+TRAIN = [PYTHON, str(REPO / "examples" / "train_ddp.py"), "--variant", "encrypted", "--world-size", "1",
+         "--workers", "0", "--shards", "8", "--seed", "0", "--mark-step"]
+
+
+def _cell() -> dict:
+    doc = json.loads((REPO / "benchmarks" / "validation.json").read_text())
+    return next(c for c in doc["cells"] if c["id"] == CELL)
+
+
+@pytest.mark.root
+def test_the_check_agrees_with_the_validation_cell(tmp_path):
+    import subprocess
+
+    pytest.importorskip("torch")
+    pytest.importorskip("cryptography")
+    cell = _cell()
+    assert cell["judged"]["passed"], "the cell no longer passes in VALIDATION.md: pick one that does"
+    data = ["--data-dir", str(tmp_path / "data")]
+    for extra in ([], ["--emulate", "crypto=remove"]):  # the ciphertext, and the plaintext B reads
+        subprocess.run([*TRAIN, *extra, *data, "--generate-only"], check=True, capture_output=True, timeout=300)
+    run = [*data, "--duration", "6", "--warmup-s", "1.5"]
+    for name, extra in (("before", []), ("after", ["--emulate", "crypto=remove"])):
+        dpuprof("record", "--codec-uprobes", "-q", "-o", tmp_path / f"{name}.rec", "--", *TRAIN, *extra, *run,
+                check=True, cwd=tmp_path, timeout=300)
+    dpuprof("project", "before.rec", "--dpu", "ideal", "--only", "crypto", check=True, cwd=tmp_path)
+    res = dpuprof("report", "before.rec", "after.rec", "--format", "json", "-q", check=True, cwd=tmp_path)
+    chk = json.loads(res.stdout)["projection_check"]
+    assert chk["made"], chk["cannot"]
+    measured, want = chk["speedup"]["measured"], cell["measured"]
+    assert want["ci_low"] <= measured <= want["ci_high"], (
+        f"the check measured {measured:.3f}x; {CELL} in VALIDATION.md: {want['median']:.3f}x "
+        f"({want['ci_low']:.3f}-{want['ci_high']:.3f})")
+    assert chk["by_category"]["crypto"]["measured"] < 0.1 * chk["by_category"]["crypto"]["before"]
