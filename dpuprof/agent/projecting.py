@@ -52,7 +52,7 @@ def project_jobs(rec, profiles: list, max_jobs: int) -> list[tuple]:
     for job, pids in job_pids(rec.table("processes"), rec.table("cpu_category"), max_jobs).items():
         base.workload_pids = pids
         for name, profile in profiles:
-            sp = build_projection(base, profile).speedup
+            sp = build_projection(base, profile, compare_modes=False).speedup
             freed = (sp.workload_freed_s or 0.0) / base.duration_s
             out.append((name, job, freed, {"low": sp.low, "expected": sp.expected, "high": sp.high}))
     return out
