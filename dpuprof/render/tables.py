@@ -215,8 +215,9 @@ def _speedup_row(v: RunView, proj: Projection | None, rows: list[Row]) -> None:
     if proj is not None:  # expected and high may be null: unbounded (the job's CPU time would vanish)
         sp = proj.speedup
         low, exp, high, pays = sp.low, sp.expected, sp.high, sp.pays
+        beside = offload_modes.headline(sp, proj.mode_override, ".2f", "x")
         rows.append(Row("Job speedup", "1.00x (baseline)",
-                        f"{exp:.2f}x expected" if exp is not None else "unbounded",
+                        (f"{exp:.2f}x expected" if exp is not None else "unbounded") + (f" ({beside})" if beside else ""),
                         f"{100 * (exp - 1):+.0f} %" if exp is not None else DASH,
                         f"model bounds {low:.2f}x–{'∞' if high is None else f'{high:.2f}x'} (not a CI)"
                         if low is not None else DASH,
