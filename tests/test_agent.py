@@ -3,12 +3,14 @@ and the rotating writer (files that cover the run, each a loadable recording).""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import dpuprof
-from dpuprof.agent.jobs import NO_JOB, Job, JobLabels, job_of
+from dpuprof.agent.jobs import NO_JOB, OBSERVER_JOB, Job, JobLabels, job_of
 from dpuprof.agent.metrics import IntervalMetrics
 from dpuprof.agent.options import light_probes, parse_duration, parse_listen, parse_size
 from dpuprof.agent.rotate import RotatingWriter
@@ -125,6 +127,35 @@ def test_a_job_gone_at_a_rotation_loses_its_series():
     got = _scrape(m)
     assert not any(dict(labels).get("job_id") == "x.service" for _n, labels in got)
     assert got[("dpuprof_rotations_total", (("node", "n"),))] == 1
+
+
+def test_the_agents_own_cpu_is_the_observers_not_its_cgroups_job():
+    # the agent runs in cgroup / beside kernel threads; its background projection (pandas, numpy)
+    # was filed as compute for job_id="/"
+    me = os.getpid()
+    m = IntervalMetrics("n")
+    procs = [(me, 1, "dpuprof", "", 1, 0.0, 1.0, None, "/"), (2, 0, "kthreadd", "", 1, 0.0, 1.0, None, "/")]
+    m.add(0, 1, {"cpu_category": [(me, "compute", "compute.torch", 50, 0.5), (2, "kernel_other", "kernel_other.sched", 1, 0.01)],
+                 "sock_io": [(me, "tcp", "tx", 100, 1)]}, procs)
+    got = _scrape(m)
+    cpu = {(dict(labels)["job_kind"], dict(labels)["job_id"], dict(labels)["subcategory"]): v
+           for name, labels in got for v in [got[(name, labels)]] if name == "dpuprof_cpu_seconds_total"}
+    assert cpu[("observer", "dpuprof-agent", "compute.torch")] == pytest.approx(0.5)
+    assert ("cgroup", "/", "compute.torch") not in cpu and cpu[("cgroup", "/", "kernel_other.sched")] == 0.01
+    assert any(dict(lb).get("job_kind") == "observer" for n, lb in got if n == "dpuprof_socket_bytes_total")
+    m.rotated(None, live_pids={me})  # never a job that can be forgotten, nor one that counts to max_jobs
+    assert m.jobs.of(me) == OBSERVER_JOB and OBSERVER_JOB not in m.jobs.jobs
+
+
+def test_the_recorders_own_pid_is_no_job_to_project():
+    import pandas as pd
+
+    from dpuprof.agent.projecting import job_pids
+
+    procs = pd.DataFrame({"pid": [1, 2, 3], "cgroup": ["/", "/", "/a.service"]})
+    cpu = pd.DataFrame({"pid": [1, 2, 3], "category": ["compute", "network", "compute"], "cpu_s": [9.0, 1.0, 2.0]})
+    assert job_pids(procs, cpu, 5, own_pid=1) == {Job("unit", "a.service"): {3}, Job("cgroup", "/"): {2}}
+    assert job_pids(procs, cpu, 5)[Job("cgroup", "/")] == {1, 2}  # a recording without recorder_pid
 
 
 def _intervals(w: RotatingWriter, n: int, t0: float = 1000.0, start: int = 0) -> None:

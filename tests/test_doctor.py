@@ -202,3 +202,44 @@ def test_doctor_as_nobody_with_capabilities_only_is_ready(nobody_dir):
     # doctor really compiled and attached the sampler with these capabilities alone.
     assert checks["perf_event cpu-clock sampling"]["ok"], checks["perf_event cpu-clock sampling"]
     assert res.returncode == 0 and data["ok"]
+
+
+# ---------------------------------------------------------------- what the lines say, and how they line up
+
+def test_bcc_messages_read_as_text_and_eperm_is_the_kernels_policy():
+    err = Exception("Failed to attach BPF program b'probe' to kprobe b'vfs_read', it's not traceable")
+    assert doctor.bcc_error(err, "x") == "Failed to attach BPF program probe to kprobe vfs_read, it's not traceable"
+    # bcc says this for any EPERM; the loading checks run only with the eBPF privileges held
+    eperm = doctor.bcc_error(Exception("Need super-user privileges to run"), "x")
+    assert "super-user" not in eperm and "EPERM" in eperm and "holds the eBPF privileges" in eperm
+    assert doctor.bcc_error(Exception(""), "load failed") == "load failed"  # no IndexError on an empty one
+
+
+def test_a_tracepoint_several_probes_use_is_one_line():
+    checks = doctor.tracepoint_checks(tracefs_readable=False)
+    names = [c["name"] for c in checks]
+    assert len(names) == len(set(names))
+    used = [(tp, p.name) for p in doctor.probemod.PROBES for tp in p.tracepoints]
+    shared = {tp for tp, _ in used if sum(t == tp for t, _ in used) > 1}
+    if not shared:
+        pytest.skip("no tracepoint serves two probes any more")
+    for c in checks:
+        tp = c["name"].split(" ", 1)[1]
+        probes = [name for t, name in used if t == tp]
+        assert f"used by probe{'s' if len(probes) > 1 else ''} {', '.join(probes)}" in c["detail"]
+        assert c["required"] is any(p in doctor.probemod.REQUIRED for p in probes)
+
+
+def test_terminal_columns_line_up_for_the_longest_name():
+    from dpuprof.cli.doctor import table
+
+    checks = [doctor._check("root", True, "running as root"),
+              doctor._check("tracepoint timer:hrtimer_expire_entry", True, "used by probe sched_wait"),
+              doctor._check("kprobe", False, "not traceable", "optional; CONFIG_KPROBES=y", required=False)]
+    lines = table(checks)
+    assert len(lines) == 4 and lines[3].strip() == "fix: optional; CONFIG_KPROBES=y"
+    rows = lines[:3]
+    status_at = {row.index(word) for row, word in zip(rows, ("ok", "ok", "missing (optional)"))}
+    detail_at = {row.index(d) for row, d in zip(rows, ("running", "used by", "not traceable"))}
+    assert len(status_at) == 1 and len(detail_at) == 1, rows
+    assert lines[3].index("fix:") == status_at.pop()

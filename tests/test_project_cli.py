@@ -61,6 +61,14 @@ def test_unknown_dpu_lists_known(rec):
                           "connectx-7", "ideal")
 
 
+def test_dpu_names_ignore_case_and_a_typo_gets_a_suggestion(rec, tmp_path):
+    res = run(rec, "--dpu", "BlueField-3", "--format", "json", "-o", tmp_path / "bf3.proj.json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["dpu"]["name"] == "bluefield-3"
+    assert_one_line_error(run(rec, "--dpu", "conectx-7"), "unknown DPU 'conectx-7'", "did you mean connectx-7?",
+                          "known:")
+
+
 def test_malformed_toml_names_problem(rec, tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text("name = 'x'\n[capacity\n")

@@ -143,6 +143,24 @@ def test_unknown_name_lists_known():
     assert "known: " in str(err.value) and "bluefield-3" in str(err.value)
 
 
+@pytest.mark.parametrize("spelling", ["BlueField-3", "BLUEFIELD-3", "BlueField 3", "bluefield_3", "bluefield3"])
+def test_names_ignore_case_and_separators(spelling):
+    assert load_profile(spelling).name == "bluefield-3"
+
+
+@pytest.mark.parametrize("typo, hint", [("bluefeild-2", "bluefield-2"), ("conectx-7", "connectx-7"), ("idael", "ideal")])
+def test_a_mistyped_name_gets_the_closest(typo, hint):
+    with pytest.raises(UserError) as err:
+        load_profile(typo)
+    assert f"(did you mean {hint}?)" in str(err.value) and "known: " in str(err.value)
+
+
+def test_a_far_name_gets_no_guess():
+    with pytest.raises(UserError) as err:
+        load_profile("xyz")
+    assert "did you mean" not in str(err.value) and "known: " in str(err.value)
+
+
 def test_missing_file_and_malformed_toml(tmp_path):
     with pytest.raises(UserError, match="no such DPU profile file"):
         load_profile(str(tmp_path / "absent.toml"))

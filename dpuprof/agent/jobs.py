@@ -17,6 +17,10 @@ Paths read inside a cgroup namespace (``/../../x.slice/...``) lose their ``..`` 
 
 A process without a path (exited before /proc was read, or the idle task) is kind ``none``, job
 ``""``.
+
+The agent's own process (``own_pid``: its recorder, /metrics server, and the background thread's
+``--push`` and ``--project`` work) is kind ``observer``, job ``dpuprof-agent``, whatever its cgroup:
+set apart as ``dpuprof record`` sets apart its recorder (counted in host CPU, never as a job's).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ _SLURM = re.compile(r"^job_(\d+)$")
 _UNIT = re.compile(r"^.+\.(?:scope|service)$")
 
 #: The job kinds, a fixed set: the ``job_kind`` label never grows.
-KINDS = ("pod", "slurm", "unit", "cgroup", "none")
+KINDS = ("pod", "slurm", "unit", "cgroup", "observer", "none")
 
 
 class Job(NamedTuple):
@@ -40,6 +44,8 @@ class Job(NamedTuple):
 
 
 NO_JOB = Job("none", "")
+#: The agent's own process (module docstring).
+OBSERVER_JOB = Job("observer", "dpuprof-agent")
 
 
 def job_of(cgroup: str | None) -> Job:
@@ -66,29 +72,34 @@ def job_of(cgroup: str | None) -> Job:
     return Job("cgroup", "/" + "/".join(parts))
 
 
-def jobs_by_pid(processes) -> dict[int, Job]:
+def jobs_by_pid(processes, own_pid: int | None = None) -> dict[int, Job]:
     """{pid: Job} of a recording's ``processes`` table (columns pid, cgroup; a NULL cgroup, read
-    as NaN or None, is NO_JOB). A pid with several rows takes its last one's job."""
-    return {int(pid): job_of(cg if isinstance(cg, str) else None)
-            for pid, cg in zip(processes["pid"], processes["cgroup"])}
+    as NaN or None, is NO_JOB). A pid with several rows takes its last one's job. ``own_pid`` (the
+    recorder's, meta ``recorder_pid``) is OBSERVER_JOB."""
+    out = {int(pid): job_of(cg if isinstance(cg, str) else None)
+           for pid, cg in zip(processes["pid"], processes["cgroup"])}
+    if own_pid is not None and own_pid in out:
+        out[own_pid] = OBSERVER_JOB
+    return out
 
 
 class JobLabels:
     """{pid: Job} for the processes seen so far, with at most ``max_jobs`` distinct jobs: once
     that many are known, a new one is counted as ``Job("cgroup", "other")``, so a host that makes
-    a cgroup per short-lived task cannot grow the metrics without bound."""
+    a cgroup per short-lived task cannot grow the metrics without bound. ``own_pid`` (the agent's
+    process) is always OBSERVER_JOB, outside that count."""
 
     OTHER = Job("cgroup", "other")
 
-    def __init__(self, max_jobs: int = 500):
-        self.max_jobs = max_jobs
+    def __init__(self, max_jobs: int = 500, own_pid: int | None = None):
+        self.max_jobs, self.own_pid = max_jobs, own_pid
         self.by_pid: dict[int, Job] = {}
         self.jobs: set[Job] = set()
 
     def note(self, pid: int, cgroup: str | None) -> None:
         """Remember ``pid``'s job from its cgroup path (a path already known for it is kept
         unless a new one is given: a process can be moved between cgroups)."""
-        if cgroup is None and pid in self.by_pid:
+        if pid == self.own_pid or (cgroup is None and pid in self.by_pid):
             return
         job = job_of(cgroup)
         if job not in self.jobs and job != NO_JOB:
@@ -99,8 +110,9 @@ class JobLabels:
         self.by_pid[pid] = job
 
     def of(self, pid: int) -> Job:
-        """The job of ``pid``; NO_JOB for one never noted (pid 0, the idle task, included)."""
-        return self.by_pid.get(pid, NO_JOB)
+        """The job of ``pid``; NO_JOB for one never noted (pid 0, the idle task, included);
+        OBSERVER_JOB for ``own_pid``."""
+        return OBSERVER_JOB if pid == self.own_pid else self.by_pid.get(pid, NO_JOB)
 
     def forget(self, pids) -> None:
         """Drop these pids (exited: the recorder will not refer to them again) without forgetting

@@ -11,7 +11,8 @@ Metrics (each also labelled ``node``):
 
 - ``dpuprof_cpu_seconds_total{category, subcategory, job_id, job_kind}``: host CPU by category and
   job (the exact-CPU split of cpu_category; ``idle`` included, so all categories add up to CPUs x
-  seconds).
+  seconds). The agent's own process, its --push and --project work included, is
+  ``job_kind="observer", job_id="dpuprof-agent"`` (jobs.OBSERVER_JOB), never the job its cgroup names.
 - ``dpuprof_socket_bytes_total{protocol, direction, job_id, job_kind}`` and ``_socket_calls_total``.
 - ``dpuprof_block_io_bytes_total{dev, op}``, ``dpuprof_block_ios_total{dev, op}``.
 - ``dpuprof_net_bytes_total{dev, direction}``, ``dpuprof_net_packets_total{dev, direction}``.
@@ -35,6 +36,8 @@ unweighted values (recording meta ``duty``; record/duty.py).
 
 from __future__ import annotations
 
+import os
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, ProcessCollector, disable_created_metrics
 
 from dpuprof.agent.jobs import JobLabels
@@ -52,7 +55,8 @@ class IntervalMetrics:
                  weight: float = 1.0):
         disable_created_metrics()  # no *_created series: they double /metrics and no query here needs them
         self.node, self.weight = node, float(weight)
-        self.jobs = jobs or JobLabels()
+        # this process records the host: its own CPU is the observer's, not its cgroup's job's
+        self.jobs = jobs or JobLabels(own_pid=os.getpid())
         self.registry = registry or CollectorRegistry()
         self.series: dict = {}  # Job -> {(counter, label values)} of its series
         ProcessCollector(registry=self.registry)

@@ -24,19 +24,20 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from dpuprof.agent.jobs import NO_JOB, jobs_by_pid
+from dpuprof.agent.jobs import NO_JOB, OBSERVER_JOB, jobs_by_pid
 
 
-def job_pids(processes, cpu, max_jobs: int) -> dict:
+def job_pids(processes, cpu, max_jobs: int, own_pid: int | None = None) -> dict:
     """{Job: set of pids} of a recording's ``processes`` table (pid, cgroup) for the ``max_jobs``
-    jobs with the most CPU in its ``cpu_category`` table (pid, category, cpu_s); idle and
-    processes without a cgroup are no job."""
-    jobs = jobs_by_pid(processes)
+    jobs with the most CPU in its ``cpu_category`` table (pid, category, cpu_s); idle, processes
+    without a cgroup and ``own_pid`` (the recorder's: the agent, whose projection work is not a
+    job's) are no job."""
+    jobs = jobs_by_pid(processes, own_pid)
     busy = cpu[cpu["category"] != "idle"].groupby("pid")["cpu_s"].sum()
     per_job: dict = {}
     for pid, cpu_s in busy.items():
         job = jobs.get(int(pid), NO_JOB)
-        if job != NO_JOB:
+        if job not in (NO_JOB, OBSERVER_JOB):
             per_job[job] = per_job.get(job, 0.0) + float(cpu_s)
     top = sorted(per_job, key=per_job.get, reverse=True)[:max_jobs]
     return {job: {pid for pid, j in jobs.items() if j == job} for job in top}
@@ -49,10 +50,11 @@ def project_jobs(rec, profiles: list, max_jobs: int) -> list[tuple]:
 
     base = from_recording(rec)
     out = []
-    for job, pids in job_pids(rec.table("processes"), rec.table("cpu_category"), max_jobs).items():
+    for job, pids in job_pids(rec.table("processes"), rec.table("cpu_category"), max_jobs,
+                              rec.info.recorder_pid).items():
         base.workload_pids = pids
         for name, profile in profiles:
-            sp = build_projection(base, profile).speedup
+            sp = build_projection(base, profile, compare_modes=False).speedup
             freed = (sp.workload_freed_s or 0.0) / base.duration_s
             out.append((name, job, freed, {"low": sp.low, "expected": sp.expected, "high": sp.high}))
     return out

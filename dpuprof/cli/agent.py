@@ -22,6 +22,8 @@ What /metrics holds (every series is labelled node=HOSTNAME):
 \b
 Jobs come from each process's cgroup v2 path: a Kubernetes pod (job_kind=pod, job_id=its uid), a
 Slurm job (slurm, the job id), a systemd unit (unit, e.g. sshd.service), else the cgroup path.
+The agent's own process, its --push and --project work included, is job_kind=observer,
+job_id=dpuprof-agent, whatever its cgroup (as dpuprof record sets its recorder apart).
 No pid, command line or stack is ever a label. (The label is job_id, not job: Prometheus gives
 every scraped series a job label of its own, the scrape job's name.)
 

@@ -27,6 +27,21 @@ def _mark(check: dict) -> str:
     return "MISSING" if check["required"] else "missing (optional)"
 
 
+def table(checks: list[dict]) -> list[str]:
+    """The terminal lines: name, status and detail in columns as wide as their widest entry, and
+    under a failed check its fix (once for a run of checks with the same fix: one "run as root")."""
+    marks = [_mark(c) for c in checks]
+    name_w = max((len(c["name"]) for c in checks), default=0)
+    mark_w = max((len(m) for m in marks), default=0)
+    lines, shown = [], None
+    for c, mark in zip(checks, marks):
+        lines.append(f"{c['name']:<{name_w}}  {mark:<{mark_w}}  {c['detail']}".rstrip())
+        if not c["ok"] and c["fix"] and c["fix"] != shown:
+            lines.append(f"{'':<{name_w}}  fix: {c['fix']}")
+            shown = c["fix"]
+    return lines
+
+
 @click.command(epilog=EPILOG)
 @click.option("--format", "fmt", type=click.Choice(["terminal", "json"]), default="terminal", show_default=True)
 def doctor(fmt):
@@ -49,13 +64,7 @@ def doctor(fmt):
     if fmt == "json":
         echo_json({"ok": ok, "privileges": privileges(), "checks": checks})
     else:
-        shown = None
-        for c in checks:
-            mark = _mark(c)
-            line = f"{c['name']:<36} {mark:<20} {c['detail']}"
-            if not c["ok"] and c["fix"] and c["fix"] != shown:  # one "run as root" for many lines
-                line += f"\n{'':<36} fix: {c['fix']}"
-                shown = c["fix"]
+        for line in table(checks):
             click.echo(line)
         click.echo("ready to record with eBPF" if ok else "not ready: fix the MISSING and unreadable lines "
                    "above (or record without root: dpuprof record --probes psutil -- CMD)")

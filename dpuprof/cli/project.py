@@ -39,7 +39,7 @@ FORMATS = ("terminal", "json")
 @click.argument("recording", required=False)
 @click.option("--dpu", default="bluefield", show_default=True, metavar="NAME|PATH",
               help="DPU profile: bluefield (= bluefield-3), bluefield-2, connectx-7, ideal, "
-                   "or the path of your own .toml profile.")
+                   "or the path of your own .toml profile. Names ignore case (BlueField-3).")
 @click.option("--format", "fmt", default="terminal", show_default=True, type=click.Choice(FORMATS),
               help="Output format on stdout.")
 @click.option("-o", "--output", metavar="PATH",

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from dpuprof.project import allreduce, capacity, offload_rows, outcomes
+from dpuprof.project import allreduce, capacity, modes, offload_rows, outcomes
 from dpuprof.project.speedup import job_speedup
 from dpuprof.projection.schema import PROJECTION_VERSION, Projection
 from dpuprof.project.features import Features, demand
@@ -112,7 +112,7 @@ def _row_dict(r) -> dict:
 
 def build_projection(inp: ProjectionInput, profile: Profile, *, nodes: int | None = None, gpus_per_node: int = 1,
             mode: str | None = None, only: tuple[str, ...] | None = None,
-            window: tuple[float, float] | str = "steady") -> Projection:
+            window: tuple[float, float] | str = "steady", compare_modes: bool = True) -> Projection:
     """The Projection of ``inp`` on ``profile`` (CPU seconds over the recording, as
     docs/projection-contract.md); ``recording_sha256`` is None (the file's checksum is the
     caller's: dpuprof.projection.store.stamp).
@@ -122,7 +122,10 @@ def build_projection(inp: ProjectionInput, profile: Profile, *, nodes: int | Non
 
     ``mode``: override every mechanism's execution mode (sync, sync_os, async) for a what-if.
     ``nodes``/``gpus_per_node``: extrapolate all-reduce time (alpha-beta ring, TCP vs RDMA).
+    ``compare_modes``: also run the model under the other execution mode (dpuprof.project.modes)
+    into ``speedup.other_mode``; the agent, which publishes only the bounds, turns it off.
     """
+    given = profile
     if mode is not None:
         profile = profile.with_overrides(mode=mode)
     res = evaluate_rows(inp, profile, only, window)
@@ -141,6 +144,8 @@ def build_projection(inp: ProjectionInput, profile: Profile, *, nodes: int | Non
                         "wrong cpu_count; cores for AI may be understated")
 
     speed = job_speedup(inp, res.demand, rows, window)
+    speed["modes"] = modes.assumed(rows)
+    speed["other_mode"] = _other_mode(inp, given, mode, only, window) if compare_modes else None
     if not speed["pays"]:
         warnings.append(f"offload does not pay on this recording with {profile.name}: no mechanism frees host CPU")
 
@@ -168,6 +173,18 @@ def build_projection(inp: ProjectionInput, profile: Profile, *, nodes: int | Non
         "assumptions": assumptions,
         "warnings": list(dict.fromkeys(warnings)),
     })
+
+
+def _other_mode(inp: ProjectionInput, given: Profile, mode: str | None, only: tuple[str, ...] | None,
+                window: tuple[float, float] | str) -> dict:
+    """The speedup under the other execution mode (modes.other_override), by the whole model:
+    ``{mode, flag, modes, low, expected, high, freed_s, regime}`` (``mode`` None: each mechanism's own)."""
+    other, flag = modes.other_override(given, mode)
+    profile = given.with_overrides(mode=other) if other is not None else given
+    res = evaluate_rows(inp, profile, only, window)
+    sp = job_speedup(inp, res.demand, res.rows, window)
+    return {"mode": other, "flag": flag, "modes": modes.assumed(res.rows), "low": sp["low"],
+            "expected": sp["expected"], "high": sp["high"], "freed_s": sp["freed_s"], "regime": sp["regime"]}
 
 
 def _allreduce(inp: ProjectionInput, profile: Profile, res: ModelResult, nodes: int,

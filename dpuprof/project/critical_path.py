@@ -177,18 +177,30 @@ def regime(job: JobPaths, expected: tuple[dict, dict, dict] | None = None) -> tu
     if before["capacity"] >= SATURATED * path:
         return "cpu-contended", (f"host CPU busy {100 * job.host_busy_s / (job.cpu_count * d):.0f} % of capacity; "
                                  "freed CPU anywhere shortens the job")
+    words = _words(job)
     if before["loader"] >= before["rank"] and job.loaders:
-        return "loader-bound", "the ranks wait on their DataLoader workers, which are busy"
+        return "loader-bound", f"{words['ranks wait']} on {words['their']} DataLoader workers, which are busy"
     gains = _gains(job, terms)
     name, gain = max(((k, v) for k, v in gains.items() if k != "loader"), key=lambda kv: kv[1])
     if gain >= SIGNIFICANT * d:
-        why = {"inline": "the freed work runs on the rank thread itself, on its critical path",
-               "contention": "the rank thread waits for a CPU, and the offload frees CPU it competes for",
-               "peer": "the rank thread waits on the collective and its peers, whose work the offload frees"}
+        why = {"inline": f"the freed work runs on {words['rank']} itself, on its critical path",
+               "contention": f"{words['rank']} waits for a CPU, and the offload frees CPU it competes for",
+               "peer": f"{words['rank']} waits on {words['peers']}, whose work the offload frees"}
         return {"inline": "inline", "contention": "contention", "peer": "peer-wait"}[name], why[name]
     if sum(ld.freed_s for ld in job.loaders) > 0:
-        return "worker-with-slack", "the freed work is in loader processes the ranks do not wait on"
-    return "rank-path", "the rank thread's own path binds; little of the freed work is on it"
+        return "worker-with-slack", f"the freed work is in loader processes {words['ranks']} {words['do']} not wait on"
+    return "rank-path", f"{words['rank']}'s own path binds; little of the freed work is on it"
+
+
+def _words(job: JobPaths) -> dict:
+    """How the regime's reason names the job's threads: ranks and their peers for a job of several
+    ranks; for a single process (no ranks to speak of) its main thread and its own other threads,
+    the only "peers" paths.py can find for it."""
+    if len(job.ranks) > 1:
+        return {"rank": "the rank thread", "ranks": "the ranks", "ranks wait": "the ranks wait", "do": "do",
+                "their": "their", "peers": "the collective and its peers"}
+    return {"rank": "the job's main thread", "ranks": "the job's main thread", "ranks wait": "the job's main thread waits",
+            "do": "does", "their": "its", "peers": "its process's other threads"}
 
 
 def evidence(job: JobPaths) -> dict:

@@ -14,6 +14,7 @@ The file's schema is a set of pydantic models (the public :class:`Profile`, :cla
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -61,19 +62,37 @@ def known_profiles() -> list[str]:
     return sorted(_shipped())
 
 
+def _fold(name: str) -> str:
+    """A name as --dpu compares it: case and separators do not matter (``BlueField-3``,
+    ``BlueField 3``, ``bluefield_3`` and ``bluefield3`` are one name; no two shipped names fold alike)."""
+    return "".join(ch for ch in name.lower() if ch.isalnum())
+
+
+def _did_you_mean(name: str, names: list[str]) -> str:
+    """`` (did you mean X?)`` for the closest shipped name, or an empty string."""
+    folded = {_fold(n): n for n in names}
+    close = difflib.get_close_matches(_fold(name), list(folded), n=1, cutoff=0.6)
+    return f" (did you mean {folded[close[0]]}?)" if close else ""
+
+
 def load_profile(name_or_path: str) -> Profile:
-    """Load a shipped profile by name or alias (``bluefield``), or a user's TOML file by path."""
+    """Load a shipped profile by name or alias (``bluefield``, any case: ``BlueField-3``), or a user's
+    TOML file by path. An unknown name is a UserError of one line with the closest name and the
+    known ones."""
     shipped = _shipped()
+    by_fold = {_fold(name): path for name, path in shipped.items()}
     if name_or_path in shipped:
         path = shipped[name_or_path]
+    elif _fold(name_or_path) in by_fold:
+        path = by_fold[_fold(name_or_path)]
     else:
         path = Path(name_or_path)
         looks_like_path = (path.suffix == ".toml" or "/" in name_or_path or "\\" in name_or_path)
         if not path.is_file():
             if looks_like_path:
                 raise UserError(f"{name_or_path}: no such DPU profile file")
-            raise UserError(f"unknown DPU {name_or_path!r}; known: {', '.join(known_profiles())} "
-                            "(or give the path of a .toml profile)")
+            raise UserError(f"unknown DPU {name_or_path!r}{_did_you_mean(name_or_path, list(shipped))}; "
+                            f"known: {', '.join(known_profiles())} (or give the path of a .toml profile)")
     return validate(_toml_load(path), str(path))
 
 

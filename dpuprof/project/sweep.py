@@ -14,7 +14,8 @@ Where PARAM enters (Accelerometer, ASPLOS 2020, and dpuprof.project.capacity):
 - ``o0``, ``L``, ``Q``: ``n x (o0 + L + Q)`` of every mode, where the mechanism counts offloads;
 - ``o1``: only the sync_os equation.
 
-A sweep whose expected speedup and freed CPU do not move says why (``flat``, ``flat_reason``).
+A sweep whose expected speedup and freed CPU do not move says why (``flat``, ``flat_reason``); so
+does one whose freed CPU moves but whose speedup does not (``speedup_flat``: the regime binds elsewhere).
 """
 
 from __future__ import annotations
@@ -189,6 +190,16 @@ def _flat_reason(inp, profile: Profile, mech_name: str, param: str, field: str, 
     return f"{param} moves {mech_name}'s freed CPU by less than {_FLAT_TOL:g} s over [{lo:g}, {hi:g}]"
 
 
+def _regime_reason(regimes: dict, freed: list, job_freed: list) -> str:
+    """Why the speedup stays put while the freed CPU moves: the change is in other processes, or the
+    job's regime is bound by something the freed CPU is not on."""
+    said = "; ".join(name if name == "unknown" or not why else f"{name} ({why})" for name, why in regimes.items())
+    moved = f"the freed CPU moves ({min(freed):.3g} to {max(freed):.3g} s)"
+    if max(job_freed) - min(job_freed) <= _FLAT_TOL:
+        return f"{moved}, all of the change in other processes, which the job's speedup (regime {said}) does not count"
+    return f"{moved}, the job's with it, but not the job's speedup: in regime {said} that CPU is off what bounds the job"
+
+
 def sweep(inp: ProjectionInput, profile: Profile, target: str, lo: float, hi: float,
           points: int = DEFAULT_POINTS, mode: str | None = None, only: tuple[str, ...] | None = None,
           window: tuple[float, float] | str = "steady") -> dict:
@@ -200,7 +211,7 @@ def sweep(inp: ProjectionInput, profile: Profile, target: str, lo: float, hi: fl
     base = profile.with_overrides(mode=mode) if mode else profile
     mech_name, param = resolve(base, target)
     field, _, _, unit = PARAMS[param]
-    out = []
+    out, regimes, job_freed = [], {}, []
     for i in range(points):
         value = lo + (hi - lo) * i / (points - 1)
         res = evaluate_rows(inp, base.with_overrides(mechanisms=[mech_name], **{field: value}), only, window)
@@ -208,13 +219,21 @@ def sweep(inp: ProjectionInput, profile: Profile, target: str, lo: float, hi: fl
         cfa = outcomes.cores_for_ai(res.demand, res.rows, inp.cpu_count, inp.duration_s)
         out.append({"value": round(value, 9), "low": sp["low"], "expected": sp["expected"], "high": sp["high"],
                     "freed_s": sp["freed_s"], "after_pct": cfa["after_pct"], "pays": sp["pays"]})
+        job_freed.append(sp["workload_freed_s"])
+        regimes.setdefault(sp["regime"], sp.get("regime_why", ""))
     exp = [p["expected"] for p in out]
     freed = [p["freed_s"] for p in out]
     same = all(e == exp[0] or (e is not None and exp[0] is not None and abs(e - exp[0]) <= _FLAT_TOL) for e in exp)
     flat = same and max(freed) - min(freed) <= _FLAT_TOL
     mech = base.mechanism(mech_name)
+    if flat:
+        reason = _flat_reason(inp, base, mech_name, param, field, lo, hi)
+    elif same:
+        reason = _regime_reason(regimes, freed, job_freed)
+    else:
+        reason = None
     return {"param": param, "mechanism": mech_name, "field": field, "unit": unit, "lo": lo, "hi": hi,
-            "enters": enters(mech, param), "flat": bool(flat),
-            "flat_reason": _flat_reason(inp, base, mech_name, param, field, lo, hi) if flat else None,
+            "enters": enters(mech, param), "flat": bool(flat), "speedup_flat": bool(same),
+            "flat_reason": reason,
             "points": out,
             "note": f"{param} set on {mech_name} of {profile.name} only; mechanisms that do not pay are left off"}

@@ -101,6 +101,12 @@ class Speedup(_Obj):
     bounds: dict | None = None
     evidence: dict | None = None
     assumptions: list[str] = Field(default_factory=list)
+    #: {mode: [mechanism, ...]} whose freed CPU the bounds rest on (dpuprof.project.modes); None in
+    #: older files and merged (job) projections
+    modes: dict[str, list[str]] | None = None
+    #: the same model under the other execution mode: {mode (None: each mechanism's own), flag,
+    #: modes, low, expected, high, freed_s, regime}; None in older files and from the agent
+    other_mode: dict | None = None
 
 
 class Dpu(_Obj):

@@ -32,6 +32,24 @@ int on_sample(struct bpf_perf_event_data *ctx) { int z = 0; u64 *v = hits.lookup
 _KPROBE_TEST = "int probe(void *ctx) { return 0; }"
 _FENTRY_TEST = "KFUNC_PROBE(vfs_read) { return 0; }"
 
+#: bcc formats names as Python bytes reprs in its messages (``program b'probe' to kprobe b'vfs_read'``).
+_BYTES_REPR = re.compile(r"""\bb(['"])(.*?)\1""")
+#: What bcc says for any EPERM from the kernel, whoever runs it.
+_BCC_EPERM = "Need super-user privileges to run"
+
+
+def bcc_error(err: BaseException, default: str) -> str:
+    """A bcc exception as one line for a check's detail: names as text, not bytes reprs, and bcc's
+    "Need super-user privileges to run" said as what it means here. The checks that load programs
+    run only with the eBPF privileges held (run_checks), so an EPERM is the kernel's policy refusing
+    this kind of program, which no sudo fixes. ``default`` when the exception has no text."""
+    lines = str(err).strip().splitlines()
+    text = _BYTES_REPR.sub(lambda m: m.group(2), lines[0]) if lines else ""
+    if _BCC_EPERM in text:
+        return ("the kernel refused the load (EPERM) although this process holds the eBPF privileges: "
+                "this kernel does not allow it (docs/kernel-notes.md)")
+    return text[:200] or default
+
 
 @contextlib.contextmanager
 def _quiet_stderr():
@@ -209,27 +227,37 @@ def _kallsyms_tracepoints() -> set[str] | None:
     return names or None
 
 
-def tracepoint_checks(tracefs_readable: bool) -> list[dict]:
-    """One check per tracepoint a probe uses: from tracefs when readable, else from /proc/kallsyms
-    (a present tracepoint is then "unreadable": its format, which bcc needs, is root-only)."""
-    from_kallsyms = None if tracefs_readable else _kallsyms_tracepoints()
-    out = []
+def _users() -> dict[str, list]:
+    """Tracepoint -> the probes that use it, in PROBES order (sched:sched_switch serves several)."""
+    users: dict[str, list] = {}
     for probe in probemod.PROBES:
         for tp in probe.tracepoints:
-            name, used = f"tracepoint {tp}", f"used by probe {probe.name}"
-            required = probe.name in probemod.REQUIRED
-            missing_fix = f"kernel lacks {tp}: probe {probe.name} will be skipped"
-            if tracefs_readable:
-                out.append(_check(name, probemod.tracepoint_exists(tp), used, missing_fix, required=required))
-            elif from_kallsyms is None:
-                out.append(_check(name, False, f"{used}; not checked: tracefs not readable by this user",
-                                  ROOT_FIX, required=required, status="unreadable"))
-            elif tp.split(":", 1)[1] in from_kallsyms:
-                out.append(_check(name, False, f"{used}; in the kernel (/proc/kallsyms), its tracefs "
-                                  "format not readable by this user", ROOT_FIX, required=required,
-                                  status="unreadable"))
-            else:
-                out.append(_check(name, False, f"{used}; not in /proc/kallsyms", missing_fix, required=required))
+            users.setdefault(tp, []).append(probe)
+    return users
+
+
+def tracepoint_checks(tracefs_readable: bool) -> list[dict]:
+    """One check per tracepoint the probes use (one line however many probes share it; required
+    when a required probe uses it): from tracefs when readable, else from /proc/kallsyms (a present
+    tracepoint is then "unreadable": its format, which bcc needs, is root-only)."""
+    from_kallsyms = None if tracefs_readable else _kallsyms_tracepoints()
+    out = []
+    for tp, probes in _users().items():
+        names = ", ".join(p.name for p in probes)
+        name, used = f"tracepoint {tp}", f"used by probe{'s' if len(probes) > 1 else ''} {names}"
+        required = any(p.name in probemod.REQUIRED for p in probes)
+        missing_fix = f"kernel lacks {tp}: probe{'s' if len(probes) > 1 else ''} {names} will be skipped"
+        if tracefs_readable:
+            out.append(_check(name, probemod.tracepoint_exists(tp), used, missing_fix, required=required))
+        elif from_kallsyms is None:
+            out.append(_check(name, False, f"{used}; not checked: tracefs not readable by this user",
+                              ROOT_FIX, required=required, status="unreadable"))
+        elif tp.split(":", 1)[1] in from_kallsyms:
+            out.append(_check(name, False, f"{used}; in the kernel (/proc/kallsyms), its tracefs "
+                              "format not readable by this user", ROOT_FIX, required=required,
+                              status="unreadable"))
+        else:
+            out.append(_check(name, False, f"{used}; not in /proc/kallsyms", missing_fix, required=required))
     return out
 
 
@@ -247,7 +275,7 @@ def _perf_event_check(can_compile: bool) -> dict:
                             fn_name="on_sample", sample_freq=99, cpu=-1)
         b.cleanup()
     except Exception as err:
-        return _check(name, False, str(err).splitlines()[0][:200],
+        return _check(name, False, bcc_error(err, "attach failed"),
                       "a kernel with CONFIG_BPF_EVENTS, and CAP_PERFMON (or root)")
     return _check(name, True, "software cpu-clock with BPF stack maps works")
 
@@ -268,7 +296,7 @@ def _optional_timing_checks(can_compile: bool) -> list[dict]:
             b.cleanup()
         out.append(_check("kprobe", True, "kprobes attach", required=False))
     except Exception as err:
-        out.append(_check("kprobe", False, str(err).splitlines()[0][:160] or "attach failed",
+        out.append(_check("kprobe", False, bcc_error(err, "attach failed"),
                           "optional; a kernel with CONFIG_KPROBES=y", required=False))
     try:
         with _quiet_stderr():
@@ -276,6 +304,6 @@ def _optional_timing_checks(can_compile: bool) -> list[dict]:
             b.cleanup()
         out.append(_check("fentry/fexit", True, "fentry programs load", required=False))
     except Exception as err:
-        out.append(_check("fentry/fexit", False, str(err).splitlines()[0][:160] or "load failed",
+        out.append(_check("fentry/fexit", False, bcc_error(err, "load failed"),
                           "optional; needs BTF and a kernel allowing BPF trampolines", required=False))
     return out

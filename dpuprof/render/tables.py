@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from dpuprof.categories import CATEGORIES, INFRASTRUCTURE
+from dpuprof.render import offload_modes
 from dpuprof.render.view import RunView
 from dpuprof.render.stats import count_ci, scaled_share_ci
 
@@ -214,12 +215,14 @@ def _speedup_row(v: RunView, proj: Projection | None, rows: list[Row]) -> None:
     if proj is not None:  # expected and high may be null: unbounded (the job's CPU time would vanish)
         sp = proj.speedup
         low, exp, high, pays = sp.low, sp.expected, sp.high, sp.pays
+        beside = offload_modes.headline(sp, proj.mode_override, ".2f", "x")
         rows.append(Row("Job speedup", "1.00x (baseline)",
-                        f"{exp:.2f}x expected" if exp is not None else "unbounded",
+                        (f"{exp:.2f}x expected" if exp is not None else "unbounded") + (f" ({beside})" if beside else ""),
                         f"{100 * (exp - 1):+.0f} %" if exp is not None else DASH,
                         f"model bounds {low:.2f}x–{'∞' if high is None else f'{high:.2f}x'} (not a CI)"
                         if low is not None else DASH,
-                        [f"pays: {'yes' if pays else 'no'}"] + _regime_lines(sp) + sp.assumptions))
+                        [f"pays: {'yes' if pays else 'no'}"] + offload_modes.details(sp, ".2f")
+                        + _regime_lines(sp) + sp.assumptions))
     else:
         rows.append(Row("Job speedup", "1.00x (baseline)", DASH, DASH, DASH,
                         ["no projection: run dpuprof project on this recording"]))

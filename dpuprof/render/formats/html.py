@@ -26,7 +26,7 @@ from markupsafe import Markup
 
 from dpuprof import __version__
 from dpuprof.categories import INFRASTRUCTURE
-from dpuprof.render import tables as T
+from dpuprof.render import offload_modes, tables as T
 from dpuprof.render.formats import html_sections as S
 from dpuprof.render.formats.json_format import data_for
 from dpuprof.render.view import Report, RunView
@@ -142,7 +142,9 @@ def kpis(v: RunView) -> list[tuple[str, str]]:
         low, exp, high = sp.low, sp.expected, sp.high
         rng = f" (model bounds {low:.2f}–{'∞' if high is None else f'{high:.2f}'})" if low is not None else ""
         regime = f"; regime: {sp.regime}" if sp.regime is not None else ""
-        items.append(("unbounded" if exp is None else f"{exp:.2f}x", f"expected job speedup{rng}{regime}"))
+        beside = offload_modes.headline(sp, v.projection.mode_override, ".2f", "x")
+        items.append(("unbounded" if exp is None else f"{exp:.2f}x", f"expected job speedup{rng}{regime}"
+                      + (f"; {beside}" if beside else "")))
     items.append((T.fmt_bytes(float(v.summary.net_bytes)), "network bytes"))
     items.append((T.fmt_bytes(float(v.summary.disk_bytes)), "storage bytes"))
     return items

@@ -9,6 +9,7 @@ validated into one). Tables are laid out by rich (dpuprof.render.console); plain
 from __future__ import annotations
 
 from dpuprof.projection.schema import Projection
+from dpuprof.render import offload_modes
 from dpuprof.render.console import clean, styled, table, to_text
 
 
@@ -88,10 +89,13 @@ def _capacity(proj: Projection) -> list:
 
 def _speedup(proj: Projection) -> list:
     cfa, sp, cpu = proj.cores_for_ai, proj.speedup, proj.host.cpu_count
+    beside = offload_modes.headline(sp, proj.mode_override)
     out = [f"Host cores available for AI: {_f(cfa.before_pct, '.1f')} % ({_f(cfa.before_cores)} "
            f"of {cpu}) -> {_f(cfa.after_pct, '.1f')} % ({_f(cfa.after_cores)} of {cpu})",
            styled(f"Speedup of the recorded job: low {_f(sp.low, '.3f', 'unbounded')}   "
-                  f"expected {_f(sp.expected, '.3f', 'unbounded')}   high {_f(sp.high, '.3f', 'unbounded')}", "bold")]
+                  f"expected {_f(sp.expected, '.3f', 'unbounded')}   high {_f(sp.high, '.3f', 'unbounded')}"
+                  + (f"   ({beside})" if beside else ""), "bold")]
+    out += [clean(f"  {line}") for line in offload_modes.details(sp)]
     if sp.regime:
         out.append(clean(f"  regime: {sp.regime}: {sp.regime_why}"))
     if sp.contention_proxy is not None:
@@ -140,6 +144,8 @@ def _sweep(proj: Projection) -> list:
     out.append(table(["value", "low", "expected", "high", "freed s", "cores for AI %"], rows, right=range(6)))
     if sw.get("flat"):
         out.append(clean(f"  Flat: {sw.get('flat_reason')}"))
+    elif sw.get("speedup_flat") and sw.get("flat_reason"):
+        out.append(clean(f"  Speedup flat: {sw['flat_reason']}"))
     return out
 
 
