@@ -1,5 +1,5 @@
-"""Root tests: block_io on raw tracepoints (offsets from BTF) against the classic tracepoints, and
-both against what the workload did.
+"""Root tests: block_io on raw tracepoints (offsets from BTF) against the classic tracepoints, both
+against what the workload did, and the default recorder's /proc/diskstats counts against it too.
 
 The workload reads and writes a loop device of its own with O_DIRECT, so no other IO of the host
 lands on that device and its counts must be exact: 1024 reads of 64 KiB, 256 writes of 64 KiB.
@@ -33,11 +33,11 @@ def loop_dev(tmp_path_factory):
     subprocess.run(["losetup", "-d", dev], check=False)
 
 
-def _record(tmp_path, loop_dev, name, env):
+def _record(tmp_path, loop_dev, name, env, probes="all"):
     script = (f"dd if={loop_dev} of=/dev/null bs={BS} count={READS} iflag=direct status=none && "
               f"dd if=/dev/zero of={loop_dev} bs={BS} count={WRITES} oflag=direct status=none")
     out = tmp_path / f"{name}.rec"
-    proc = dpuprof("record", "-q", "-o", out, "--", "sh", "-c", script, env=env, timeout=180)
+    proc = dpuprof("record", "-q", "--probes", probes, "-o", out, "--", "sh", "-c", script, env=env, timeout=180)
     assert proc.returncode == 0, proc.stderr
     from dpuprof.recording import load
 
@@ -87,3 +87,11 @@ def test_raw_tracepoints_count_every_io_as_the_classic_ones_do(tmp_path, loop_de
         in_hist = int(lat.loc[lat["op"] == op, "count"].sum())
         print(f"raw {op}: {ios} IOs on all devices, {in_hist} in the latency histogram")
         assert abs(ios - in_hist) <= max(8, ios // 100), (op, ios, in_hist)
+
+
+def test_the_default_counts_every_io_from_the_kernels_counters(tmp_path, loop_dev):
+    # No program per request by default: /proc/diskstats gives the same exact counts per device.
+    rec = _record(tmp_path, loop_dev, "counters", dict(os.environ), probes="default")
+    assert "block_io" not in rec.meta["probes_used"] and rec.meta["io_sources"]["block_io"] == "/proc/diskstats"
+    assert _counts(rec, os.path.basename(loop_dev)) == {"read": (READS * BS, READS), "write": (WRITES * BS, WRITES)}
+    assert rec.table("block_latency").empty  # the histogram needs the per-request programs

@@ -64,12 +64,12 @@ def rotation_worker(opts: AgentOptions, metrics: IntervalMetrics, on_error: Call
 
 def recorder_options(opts: AgentOptions):
     """The recorder's Options for ``opts``: system-wide, the light probe set unless ``probes``."""
-    from dpuprof.record.load.probes import PROBE_NAMES
+    from dpuprof.record.load.probes import DEFAULT_PROBES
     from dpuprof.record.recorder import Options
     from dpuprof.record.workload.targets import Target
 
     return Options(command=[], output=opts.directory, freq_hz=opts.freq_hz, interval_s=opts.interval_s,
-                   probes=list(opts.probes) or light_probes(PROBE_NAMES), quiet=True, as_root=True,
+                   probes=list(opts.probes) or light_probes(DEFAULT_PROBES), quiet=True, as_root=True,
                    target=Target(system_wide=True, duration_s=opts.duration_s), duty=opts.duty)
 
 

@@ -79,9 +79,11 @@ Examples:
               help="Seconds between map drains; each interval is committed to the file. User-space "
                    "frames of processes that exit before a drain are resolved from the maps read "
                    "just after their exec.")
-@click.option("--probes", default="all", show_default=True,
+@click.option("--probes", default="default", show_default=True,
               help="Comma-separated probes (proc_tree, cpu_sample, softirq, block_io, net_dev, sock_io, "
-                   "sched_wait, uprobes), 'all', or 'psutil' for a light mode without root or eBPF.")
+                   "sched_wait, uprobes), 'default' (all but the per-packet, per-request and per-softirq "
+                   "programs net_dev, block_io and softirq: bytes, packets and I/Os are then read from "
+                   "the kernel's counters in /proc), 'all', or 'psutil' for a light mode without root or eBPF.")
 @click.option("--light", is_flag=True,
               help="The setting for long or always-on runs: -F 19, --interval 5 and every probe but the "
                    "per-thread waits (sched_wait) and uprobes, so no critical-path inputs (the "
@@ -162,7 +164,7 @@ def record(ctx, output, pids, system_wide, cgroup, duration_s, freq_hz, interval
     if "psutil" in names and not psutil_only:
         raise click.BadParameter("'psutil' cannot be combined with eBPF probes", param_hint="--probes")
     opts = Options(command=list(command), target=target, output=Path(output), freq_hz=freq_hz, interval_s=interval_s,
-                   probes=[] if names == ["all"] or psutil_only else names, psutil_only=psutil_only,
+                   probes=[] if names == ["default"] or psutil_only else names, psutil_only=psutil_only,
                    quiet=quiet, as_root=as_root, term_after_s=term_after_s, kill_after_s=kill_after_s,
                    rules=Path(rules) if rules is not None else None, python_frames=not no_python_frames,
                    codec_uprobes=codec_uprobes, job_id=job_id)

@@ -30,6 +30,7 @@ from dpuprof.record.workload.targets import Target, Workload
 from dpuprof.record.drain.cost import RecorderCpu
 from dpuprof.record.duty import DutyCycle
 from dpuprof.record.drain.gpu import GpuTelemetry
+from dpuprof.record.drain.iocounters import IoCounters
 from dpuprof.record.drain.telemetry import HostTelemetry, ProcessTelemetry, is_process, process_info
 from dpuprof.recording.output import check_output
 from dpuprof.recording.writer import RecordingWriter, staged_writer
@@ -151,6 +152,7 @@ class Recorder:
         if sig is not None:
             return self._stopped_before_start(sig, None)
         self.host, self.procs, self.gpu = HostTelemetry(), ProcessTelemetry(), GpuTelemetry()
+        self.io = IoCounters({"net_io", "block_io"} - self.source.probe_tables(), self._workload_pids())
         from dpuprof.record.drain.threads import ThreadRecorder
         self.threads = ThreadRecorder(self.source.sched_wait_maps(),
                                       started=None if self.work.target.command else time.time())
@@ -169,7 +171,7 @@ class Recorder:
             "command": list(opts.command), "cwd": os.getcwd(), "interval_s": opts.interval_s,
             "probes_unavailable": self.source.unavailable, "probe_hooks": self.source.hooks,
             "recorder_pid": os.getpid(), "user": self.user.name if self.user else None,
-            "gpu": self.gpu.describe(),
+            "gpu": self.gpu.describe(), "io_sources": self.io.sources,
         } | self.source.meta(opts.command, self.user) | self.work.meta() | (
             {"duty": {"on_s": opts.duty[0], "period_s": opts.duty[1]}} if opts.duty else {})
 
@@ -231,6 +233,7 @@ class Recorder:
         proc = self.procs.sample([p for p in workload if self._is_process(p)])
         self.threads.rebaseline(workload, proc.thread_stats)
         self.host.sample()
+        self.io.sample(workload)
         self.gpu.sample()
         self.source.exits()  # processes that ended in the off part: not in the next interval
         return time.time()
@@ -397,6 +400,7 @@ class Recorder:
         tables["lost"] = tables.get("lost", []) + thread_tables.pop("lost")
         tables.update(thread_tables)
         tables.update(host_tables)
+        tables.update(self.io.sample(live_workload))  # net_io, events, block_io not from probes
         tables.update(self.gpu.sample())  # gpu, gpu_process (dpuprof/record/drain/gpu.py)
         tables["recorder_cpu"] = self.own_cpu.sample()
         processes = [(pid, *self.known_procs[pid]) for pid in sorted(self.dirty_procs)]

@@ -12,7 +12,7 @@ gives the CPU of the workload's processes that ended.
 own, so the recording holds only what the recorder samples in both modes (host_cpu, proc_cpu,
 thread tables from /proc, gpu): host and per-process CPU splits without categories.
 
-The interface (``load``, ``meta``, ``prime``, ``parents``, ``exits``, ``sched_wait_maps``, ``drain``,
+The interface (``load``, ``meta``, ``prime``, ``parents``, ``exits``, ``probe_tables``, ``sched_wait_maps``, ``drain``,
 ``pause``, ``resume``, ``close``) is what recorder.py calls; it never asks which mode it has.
 """
 
@@ -102,6 +102,9 @@ class PsutilSource:
     def exits(self) -> dict[int, float]:
         return {}
 
+    def probe_tables(self) -> set[str]:
+        return set()
+
     def drain(self, workload, exact_ns, host, writer) -> Drained:
         return Drained()
 
@@ -148,10 +151,12 @@ class BpfSource:
                             "(docker --pid=host, Kubernetes hostPID: true)")
 
     def _wanted(self, probemod) -> list[str]:
-        wanted = list(self.opts.probes) or list(probemod.PROBE_NAMES)
+        wanted = list(self.opts.probes) or list(probemod.DEFAULT_PROBES)
+        if wanted == ["all"]:
+            wanted = list(probemod.PROBE_NAMES)
         for name in wanted:
             if name not in probemod.PROBE_NAMES:
-                raise UserError(f"unknown probe {name!r}; known: {', '.join(probemod.PROBE_NAMES)}, psutil")
+                raise UserError(f"unknown probe {name!r}; known: {', '.join(probemod.PROBE_NAMES)}, all, psutil")
         paused = [n for n in wanted if n in NOT_PAUSABLE]
         if self.opts.duty is not None and paused:
             raise UserError(f"--duty: the probe(s) {', '.join(paused)} cannot be paused (they follow each "
@@ -177,7 +182,8 @@ class BpfSource:
         finally:
             bpf, used, unavailable = loaded()  # waited for even when the rules fail: the child is reaped
         for name in probemod.PROBE_NAMES:
-            if name not in wanted:
+            # A per-event probe left out by default is no loss: its counters come from /proc.
+            if name not in wanted and (self.opts.probes or name not in probemod.PER_EVENT):
                 unavailable.setdefault(name, "not selected (--probes)")
         if bpf is None or any(r not in used for r in probemod.REQUIRED):
             why = "; ".join(f"{k}: {v}" for k, v in unavailable.items() if k in probemod.REQUIRED)
@@ -274,6 +280,11 @@ class BpfSource:
     def sched_wait_maps(self):
         from dpuprof.record.drain.threads import SchedWaitMaps
         return SchedWaitMaps(self.bpf) if "sched_wait" in self.used else None
+
+    def probe_tables(self) -> set[str]:
+        """Which of net_io and block_io the loaded probes count (the opt-in per-event programs);
+        the recorder reads the others from the kernel's counters (IoCounters)."""
+        return {t for t, probe in (("net_io", "net_dev"), ("block_io", "block_io")) if probe in self.used}
 
     def exits(self) -> dict[int, float]:
         """{pid: on-CPU ns of its whole life} of the processes that ended since the last call

@@ -89,6 +89,9 @@ class RecordingMeta:
     #: the command's CPU seconds as the kernel counted them when it was reaped (its tree's, through
     #: wait4: RUSAGE_CHILDREN), when the recording covered its whole life; else None
     command_cpu_s: float | None = None
+    #: {table: counter} for net_io and block_io read from the kernel's counters ("/proc/PID/net/dev",
+    #: "/proc/diskstats"); a table not named here was counted by its probe
+    io_sources: dict = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, meta: dict) -> "RecordingMeta":
@@ -117,7 +120,7 @@ class RecordingMeta:
             probe_cost=meta.get("probe_cost") if isinstance(meta.get("probe_cost"), str) else None,
             window=WindowMeta.from_dict(meta.get("window")), duty=_duty(meta.get("duty")),
             job=obj("job"), gpu=obj("gpu"), clock_offset_s=_number(meta.get("clock_offset_s")) or 0.0,
-            command_cpu_s=_number(meta.get("command_cpu_s")),
+            command_cpu_s=_number(meta.get("command_cpu_s")), io_sources=obj("io_sources"),
         )
 
 

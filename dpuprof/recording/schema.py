@@ -24,7 +24,10 @@ consistent up to its last committed interval.
   detached in between, so the intervals leave gaps and the recording's duration is the intervals'
   span less the gaps; absent: no gaps), command_cpu_s (the command tree's CPU seconds as the kernel
   counted them when it was reaped, getrusage RUSAGE_CHILDREN; written only when the recording
-  covered the command's whole life: the self-check of the workload's CPU, recording/summary.py).
+  covered the command's whole life: the self-check of the workload's CPU, recording/summary.py),
+  io_sources ({table: counter}: net_io and block_io read from the kernel's counters,
+  "/proc/PID/net/dev" and "/proc/diskstats", where no per-event probe counted them; absent in older
+  files, whose probes counted both).
 
 Version 2 adds what the projection's critical-path model needs: per-thread scheduling of the
 workload's threads (``threads``, ``thread_time``, ``thread_wait``, ``thread_category``), collective

@@ -154,7 +154,7 @@ def _io(rec: Recording) -> dict:
     if not blk.empty:
         by_op = blk.groupby("op")[["bytes", "ios"]].sum()
         get = lambda op, col: int(by_op.loc[op, col]) if op in by_op.index else 0  # noqa: E731
-        return {"source": "bpf", "read_bytes": get("read", "bytes"), "write_bytes": get("write", "bytes"),
+        return {"source": rec.info.io_sources.get("block_io", "bpf"), "read_bytes": get("read", "bytes"), "write_bytes": get("write", "bytes"),
                 "read_ios": get("read", "ios"), "write_ios": get("write", "ios")}
     disk = rec.table("host_disk").sum()
     return {"source": "procfs",
@@ -171,7 +171,7 @@ def _net(rec: Recording) -> dict:
         get = lambda d, col: int(by_dir.loc[d, col]) if d in by_dir.index else 0  # noqa: E731
         by_dev = {dev: {d: int(g.loc[g["direction"] == d, "bytes"].sum()) for d in ("tx", "rx")}
                   for dev, g in net.groupby("dev")}
-        return {"source": "bpf", "tx_bytes": get("tx", "bytes"), "rx_bytes": get("rx", "bytes"),
+        return {"source": rec.info.io_sources.get("net_io", "bpf"), "tx_bytes": get("tx", "bytes"), "rx_bytes": get("rx", "bytes"),
                 "tx_packets": get("tx", "packets"), "rx_packets": get("rx", "packets"),
                 "by_dev": by_dev, "tcp_retransmits": retrans}
     hn = rec.table("host_net")

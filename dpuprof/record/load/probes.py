@@ -114,11 +114,19 @@ HOT_RAW_SINCE = (5, 18)
 HOT_EVENT_NAMES = {"sched_switch", "sched_waking", "softirq_entry", "softirq_exit"}
 PROBE_NAMES = tuple(p.name for p in PROBES)
 REQUIRED = ("proc_tree", "cpu_sample")  # without these there is no workload or category split
-# record --light: the categories, bytes and IOs at a fifth of the default frequency, drained a fifth
+# Probes with a program on every packet, block request or softirq: what they count, the kernel
+# already counts per device at no cost per event (/proc/PID/net/dev, /proc/diskstats:
+# record/drain/netdev.py, diskstats.py), and the sampled stacks split softirq work by category. On
+# the loads of benchmarks/HOT_LOADS.md they cost 0.86 of the 1.60 BPF-seconds of an iperf3 flood
+# and 2.6 s in 15 s of fio at ~195k IOPS. So they load only when named (``--probes``, or ``all``):
+# for exact per-event data, the block latency histogram and the softirq time per vector.
+PER_EVENT = ("net_dev", "block_io", "softirq")
+DEFAULT_PROBES = tuple(n for n in PROBE_NAMES if n not in PER_EVENT)
+# record --light: the categories, bytes and IOs (counted from /proc) at a fifth of the default frequency, drained a fifth
 # as often (the recorder's work is mostly per drain), without the per-thread waits (sched_wait: a
 # hook on every switch and wake-up, and a row per thread per interval) or uprobes; for long and
 # always-on recordings.
-LIGHT_PROBES = ("proc_tree", "cpu_sample", "softirq", "block_io", "net_dev", "sock_io")
+LIGHT_PROBES = ("proc_tree", "cpu_sample", "sock_io")
 LIGHT_FREQ_HZ = 19
 LIGHT_INTERVAL_S = 5.0
 
