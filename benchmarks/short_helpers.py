@@ -24,6 +24,7 @@ classifier can only file as compute.other. Scratch files go to a temporary direc
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import socket
@@ -32,11 +33,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO))  # dpuprof from this checkout
+sys.path.insert(0, str(REPO / "benchmarks"))  # perfclass, results_md, suite
+import results_md  # noqa: E402
 from perfclass import parse, perf_script  # noqa: E402
+from suite.report import short_helpers_table  # noqa: E402
 
 from dpuprof.categories import top_level  # noqa: E402
 from dpuprof.record.stacks.classify import Classifier  # noqa: E402
@@ -139,16 +144,6 @@ def measure(trees: list[tuple[str, str]], shards: int = 8, epochs: int = 4, shar
     return {"shards": shards, "epochs": epochs, "shard_mib": shard_mib, "rows": rows}
 
 
-def table(res: dict) -> list[str]:
-    """``measure``'s result as Markdown lines."""
-    out = [f"{res['shards']} shards x {res['epochs']} epochs, {res['shard_mib']} MiB each, one curl per shard, "
-           "499 Hz", "", "| run | tool | curl processes | curl samples | crypto % | unresolved % | wall s |",
-           "|---|---|---:|---:|---:|---:|---:|"]
-    out += [f"| {r['run']} | {r['tool']} | {r['processes']} | {r['samples']} | {r['crypto_pct']:.1f} "
-            f"| {r['unresolved_pct']:.1f} | {r['wall_s']:.1f} |" for r in res["rows"]]
-    return out
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shards", type=int, default=8)
@@ -161,13 +156,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     trees = [(t.split("=", 1) if "=" in t else (Path(t).name, t)) for t in args.tree] or [("this", str(REPO))]
     res = measure(trees, args.shards, args.epochs, args.shard_mib)
-    print("\n".join(table(res)))
+    print("\n".join(short_helpers_table(res)))
     if args.into:
-        import json
-        from datetime import datetime, timezone
-
-        import results_md
-
         data = json.loads(args.into.read_text())
         res["measured_utc"] = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         res["command"] = "sudo python3 benchmarks/short_helpers.py " + " ".join(argv if argv is not None else sys.argv[1:])

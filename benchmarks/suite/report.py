@@ -90,8 +90,6 @@ def _render_short_helpers(res: dict, add) -> None:
     sh = res.get("short_helpers")
     if not sh:
         return
-    from short_helpers import table
-
     add("## 6. Short-lived helpers")
     add("")
     when = (f"measured on {sh['measured_utc']} by `{sh['command']}`, a separate run merged into results.json"
@@ -101,9 +99,20 @@ def _render_short_helpers(res: dict, add) -> None:
         "same run, and perf's samples of the same curl processes are classified with dpuprof's rules. "
         f"Unresolved: samples whose leaf user frame names no module. {when[0].upper() + when[1:]}.")
     add("")
-    for line in table(sh):
+    for line in short_helpers_table(sh):
         add(line)
     add("")
+
+
+def short_helpers_table(res: dict) -> list[str]:
+    """benchmarks/short_helpers.py's ``measure`` result as Markdown lines (section 6, and what that
+    script prints)."""
+    out = [f"{res['shards']} shards x {res['epochs']} epochs, {res['shard_mib']} MiB each, one curl per shard, "
+           "499 Hz", "", "| run | tool | curl processes | curl samples | crypto % | unresolved % | wall s |",
+           "|---|---|---:|---:|---:|---:|---:|"]
+    out += [f"| {r['run']} | {r['tool']} | {r['processes']} | {r['samples']} | {r['crypto_pct']:.1f} "
+            f"| {r['unresolved_pct']:.1f} | {r['wall_s']:.1f} |" for r in res["rows"]]
+    return out
 
 
 def _render_commands(res: dict, add) -> None:
