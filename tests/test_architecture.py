@@ -1,6 +1,8 @@
 """The rules docs/architecture.md states about the package, checked on every import statement
-(function-level imports included): only dpuprof/record imports bcc, and a stage imports only the
-stages before it (record -> recording -> project -> projection -> render)."""
+(function-level imports included): only dpuprof/record imports bcc, a stage imports only the
+stages before it (record -> recording -> project -> projection -> render), no module of dpuprof/
+or benchmarks/ takes part in an import cycle, and no module of dpuprof/ imports another's
+underscore-prefixed (private) name."""
 
 from __future__ import annotations
 
@@ -9,7 +11,25 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "dpuprof"
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "dpuprof"
+BENCHMARKS = REPO / "benchmarks"  # on sys.path when its scripts run, so its modules are top-level names
+
+#: Import cycles (strongly connected components of the module graph) left, each with why. The
+#: test fails when one of these is gone too, so that its entry goes with it.
+KNOWN_CYCLES = {
+    # compile_child -> probe_cache -> probes -> compile_child, all through function-level imports:
+    # issue 33's "one way to load the probes" rework of dpuprof/record/load/ removes it.
+    frozenset({"dpuprof.record.load.compile_child", "dpuprof.record.load.probe_cache",
+               "dpuprof.record.load.probes"}),
+}
+
+#: (importing module, imported private name) left, each with why.
+PRIVATE_IMPORTS_ALLOWED = {
+    # _Cumulative belongs to record/drain/maps.py, which is being changed elsewhere (issue 32);
+    # it is to become public there, and uprobes.py to import it by that name.
+    ("dpuprof.record.load.uprobes", "dpuprof.record.drain.maps._Cumulative"),
+}
 
 #: stage -> the stages (dpuprof subpackages) it must not import. The CLI, the public API facade
 #: (api.py) and the shared leaf modules (categories, errors, ...) are not stages.
@@ -61,3 +81,109 @@ def test_the_check_sees_function_level_imports(tmp_path):
     probe = tmp_path / "m.py"
     probe.write_text("def f():\n    from dpuprof.project import window\n    import bcc\n")
     assert _imports(probe) == [(2, "dpuprof.project"), (2, "dpuprof.project.window"), (3, "bcc")]
+
+
+def _module_names(roots: list[tuple[Path, str]]) -> dict[str, Path]:
+    """Dotted module name -> file, for every .py under each (directory, name prefix) of ``roots``
+    (a package's __init__.py is the package's name)."""
+    out = {}
+    for root, prefix in roots:
+        for path in sorted(root.rglob("*.py")):
+            parts = [prefix] * bool(prefix) + list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = path
+    return out
+
+
+def _resolved_imports(name: str, path: Path, known) -> list[tuple[int, str, str | None]]:
+    """(line, module, imported name or None) of each import in ``path`` (module ``name``), with
+    relative imports made absolute; ``from pkg import sub`` gives pkg.sub when that is a module
+    of ``known``, else pkg with the name."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name, None) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(up + [base] * bool(base))
+            out += [(node.lineno, f"{base}.{a.name}", None) if f"{base}.{a.name}" in known
+                    else (node.lineno, base, a.name) for a in node.names]
+    return out
+
+
+def _import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Module -> the modules of ``modules`` it imports anywhere (function-level imports too)."""
+    return {name: {mod for _, mod, _ in _resolved_imports(name, path, modules) if mod in modules} - {name}
+            for name, path in modules.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> set[frozenset[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = set()
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    comp = set()
+                    while not comp or member != node:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        comp.add(member)
+                    if len(comp) > 1:
+                        found.add(frozenset(comp))
+            elif child not in index:
+                index[child] = low[child] = len(index)
+                stack.append(child)
+                on_stack.add(child)
+                work.append((child, iter(sorted(graph[child]))))
+            elif child in on_stack:
+                low[node] = min(low[node], index[child])
+    return found
+
+
+def test_no_import_cycle_in_the_package_or_the_benchmarks():
+    graph = _import_graph(_module_names([(PACKAGE, "dpuprof"), (BENCHMARKS, "")]))
+    assert len(graph) > 100  # both trees were read
+    assert _cycles(graph) == KNOWN_CYCLES
+
+
+def test_no_private_name_is_imported_across_modules():
+    modules = _module_names([(PACKAGE, "dpuprof")])
+    found = {(name, f"{mod}.{imported}") for name, path in modules.items()
+             for _, mod, imported in _resolved_imports(name, path, modules)
+             if mod.startswith("dpuprof") and imported and imported.startswith("_") and not imported.startswith("__")}
+    assert found == PRIVATE_IMPORTS_ALLOWED
+
+
+def test_the_cycle_check_follows_from_package_import_submodule(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("def f():\n    from pkg import b\n")
+    (pkg / "b.py").write_text("from . import c\n")
+    (pkg / "c.py").write_text("import pkg.a\nfrom pkg.b import _x\n")
+    (pkg / "d.py").write_text("from pkg import a\n")
+    modules = _module_names([(pkg, "pkg")])
+    graph = _import_graph(modules)
+    assert graph["pkg.d"] == {"pkg.a"} and graph["pkg.c"] == {"pkg.a", "pkg.b"}
+    assert _cycles(graph) == {frozenset({"pkg.a", "pkg.b", "pkg.c"})}
+    assert (2, "pkg.b", "_x") in _resolved_imports("pkg.c", pkg / "c.py", modules)

@@ -28,7 +28,7 @@ from dpuprof.errors import UserError
 from dpuprof.recording.reader import Recording
 from dpuprof.recording.schema import TABLES
 from dpuprof.render.run_summary import RunSummary
-from dpuprof.render.view import RECORDER_LABEL, RunView, _cat_totals, recorder_pid
+from dpuprof.render.view import RECORDER_LABEL, RunView, cat_totals, recorder_pid
 
 #: Above Linux's largest pid (PID_MAX_LIMIT, 2**22 on 64-bit), so offset pids never collide.
 PID_STRIDE = 1 << 23
@@ -193,8 +193,8 @@ def merge_views(views: list[RunView], why_not_one_job: str | None = None) -> Run
         duration_s=job.duration_s,
         interval_s=grid,
         category_split=job.category_split,
-        cats=_cat_totals(cat),
-        wl_cats=_cat_totals(cat[cat["pid"].isin(job.workload_pids)]),
+        cats=cat_totals(cat),
+        wl_cats=cat_totals(cat[cat["pid"].isin(job.workload_pids)]),
         timeline=_on_job_grid([v.timeline for v in views], shifts, grid),
         io=_on_job_grid([v.io for v in views], shifts, grid),
         stacks=stacks.groupby(["folded", "category", "subcategory"], as_index=False)["samples"].sum(),

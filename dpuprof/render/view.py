@@ -173,7 +173,10 @@ def frame_name(comm: str, pid: int) -> str:
     return comm or f"pid {pid}"
 
 
-def _cat_totals(df: pd.DataFrame) -> pd.DataFrame:
+def cat_totals(df: pd.DataFrame) -> pd.DataFrame:
+    """Per category (every category, then idle and observer, in that order; zeros where absent):
+    ``cpu_s`` (seconds) and ``samples``, summed from ``df``'s rows (columns category, cpu_s,
+    samples)."""
     index = list(CATEGORIES) + [IDLE, OBSERVER]
     if df.empty:
         return pd.DataFrame(0.0, index=index, columns=["cpu_s", "samples"])
@@ -402,8 +405,8 @@ def build_view(rec, projection: Projection | None = None, projection_warnings=()
         duration_s=rec.duration_s,
         interval_s=interval_s if interval_s > 0 else 1.0,
         category_split=split,
-        cats=_cat_totals(cat),
-        wl_cats=_cat_totals(cat[cat["pid"].isin(rec.workload_pids)]),
+        cats=cat_totals(cat),
+        wl_cats=cat_totals(cat[cat["pid"].isin(rec.workload_pids)]),
         timeline=_timeline(rec, iv, split),
         io=_io(rec, iv),
         stacks=stack_table(rec),
