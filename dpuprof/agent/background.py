@@ -6,7 +6,8 @@ Recording to each task in turn (``--push``: push.py, then ``--project``: project
 that comes while the previous one is still being worked on is skipped (every task is told, with
 the reason ``busy``); one that cannot be loaded, or that a task fails on, with ``error``.
 
-A task has two methods: ``consume(rec)`` (the loaded Recording) and ``skip(path, reason, why)``.
+A task is a ``Task`` (the Protocol below: push.Pusher, projecting.Projector); tests/test_contracts.py
+checks that each has its members with compatible signatures.
 """
 
 from __future__ import annotations
@@ -15,20 +16,32 @@ import queue
 import threading
 import traceback
 from pathlib import Path
+from typing import Protocol
 
 from dpuprof.errors import UserError
-from dpuprof.recording import load
+from dpuprof.recording import Recording, load
 
 #: What a task may raise on a file it cannot handle (a damaged or unexpected recording); anything
 #: else is a bug: its traceback goes to stderr, the file is skipped (``error``) and the thread goes on.
 TASK_ERRORS = (UserError, OSError, ValueError, KeyError)
 
 
+class Task(Protocol):
+    """What RotationWorker does with each file: ``consume(rec)`` works on the loaded Recording, in
+    the worker's thread (files that come meanwhile are skipped); ``skip(path, reason, why)`` is told
+    of a file it will not see, ``reason`` ``busy`` (the previous file was still being worked on:
+    called from the thread that submitted it, the recorder's, so it must be quick) or ``error``
+    (not loadable, or ``consume`` raised one of TASK_ERRORS; ``why`` says what)."""
+
+    def consume(self, rec: Recording) -> None: ...
+    def skip(self, path: Path, reason: str, why: str = "") -> None: ...
+
+
 class RotationWorker:
     """Runs ``tasks`` on each submitted file in one daemon thread, the newest file only: the queue
     holds one, so a slow task can never make the agent's memory grow."""
 
-    def __init__(self, tasks: list):
+    def __init__(self, tasks: list[Task]):
         self.tasks = list(tasks)
         self._queue: queue.Queue = queue.Queue(maxsize=1)
         self._thread = threading.Thread(target=self._work, name="dpuprof-rotation", daemon=True)

@@ -25,7 +25,7 @@ from dpuprof.record.workload import child as childmod
 from dpuprof.record.stacks import perfmap
 from dpuprof.record.metadata import host_metadata
 from dpuprof.record.workload.procfs import namespaces
-from dpuprof.record.sources import make_source
+from dpuprof.record.sources import Source, make_source
 from dpuprof.record.workload.targets import Target, Workload
 from dpuprof.record.drain.cost import RecorderCpu
 from dpuprof.record.duty import DutyCycle
@@ -109,7 +109,7 @@ class Recorder:
         self.on_error = on_error or (lambda line: None)
         self.on_warning = on_warning or (lambda line: None)
         self.user = childmod.invoking_user(opts.as_root)
-        self.source = make_source(opts)
+        self.source: Source = make_source(opts)
         self.interval = 0
         self.total_samples = 0
         self.cat_totals: Counter = Counter()

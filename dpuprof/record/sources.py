@@ -12,8 +12,8 @@ gives the CPU of the workload's processes that ended.
 own, so the recording holds only what the recorder samples in both modes (host_cpu, proc_cpu,
 thread tables from /proc, gpu): host and per-process CPU splits without categories.
 
-The interface (``load``, ``meta``, ``prime``, ``parents``, ``exits``, ``probe_tables``, ``sched_wait_maps``, ``drain``,
-``pause``, ``resume``, ``close``) is what recorder.py calls; it never asks which mode it has.
+Both are a ``Source`` (the Protocol below): what recorder.py calls; it never asks which mode it
+has. tests/test_contracts.py checks that each class has every member, with a compatible signature.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import ctypes as ct
 import os
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from dpuprof.categories import NOT_WORK
 from dpuprof.errors import UserError
@@ -64,6 +65,37 @@ class Drained:
     busy: Counter = field(default_factory=Counter)
     lost: int = 0
     warnings: list = field(default_factory=list)
+
+
+class Source(Protocol):
+    """What recorder.py calls on a recording mode. In order: ``check()`` raises one UserError line
+    when the mode cannot run here; ``load(work)`` loads what it measures with, for ``work`` (a
+    record.workload.targets.Workload); ``prime()`` takes every cumulative counter's baseline, so
+    interval 0 starts then; each interval, ``parents()`` ({pid: ppid}, or None: follow /proc),
+    ``exits()`` ({pid: on-CPU ns of its whole life} of processes ended since the last call) and
+    ``drain(...)`` (BpfSource.drain); ``pause()``/``resume()`` around --duty's off parts; ``close()``
+    (idempotent). For the metadata: ``meta(command, user)``, ``unavailable`` {probe: why},
+    ``hooks`` {probe: hook kind}, ``category_split``; ``env_extra()`` is added to the command's
+    environment (or None); ``probe_tables()`` says which of net_io and block_io the mode fills, and
+    ``sched_wait_maps()`` gives record/drain/threads.py its maps (or None)."""
+
+    category_split: bool
+    unavailable: dict[str, str]
+    hooks: dict[str, str]
+
+    def check(self) -> None: ...
+    def load(self, work) -> None: ...
+    def meta(self, command, user) -> dict: ...
+    def env_extra(self) -> dict | None: ...
+    def prime(self) -> None: ...
+    def parents(self) -> dict[int, int] | None: ...
+    def sched_wait_maps(self): ...
+    def exits(self) -> dict[int, float]: ...
+    def probe_tables(self) -> set[str]: ...
+    def drain(self, workload, exact_ns, host: HostTimes | None, writer) -> Drained: ...
+    def pause(self) -> None: ...
+    def resume(self) -> None: ...
+    def close(self) -> None: ...
 
 
 class PsutilSource:
@@ -365,9 +397,9 @@ def release_freed_memory() -> None:
         pass
 
 
-def make_source(opts):
+def make_source(opts) -> Source:
     """The source ``opts`` asks for: PsutilSource with ``psutil_only``, BpfSource otherwise."""
     return PsutilSource(opts) if opts.psutil_only else BpfSource(opts)
 
 
-__all__ = ["Drained", "BpfSource", "PsutilSource", "make_source", "release_freed_memory"]
+__all__ = ["Drained", "Source", "BpfSource", "PsutilSource", "make_source", "release_freed_memory"]
