@@ -432,10 +432,11 @@ def generate(data_dir: str, args) -> str:
 class ShardDataset:
     """Item i is shard file i, which holds one micro-batch. Reading, decrypting and inflating all
     happen here, in the DataLoader worker, into buffers each worker allocates once; what leaves the
-    worker is a random crop of every sample."""
+    worker is a random crop of every sample. ``clock`` (seconds) and ``sleep`` time the emulated
+    crypto engine's waits; tests pass a fake pair, so no test waits on the real clock."""
 
     def __init__(self, directory: str, manifest: dict, variant: str, crop: int, io_size: int, seed: int,
-                 emu: dict | None = None, plain_dir: str | None = None):
+                 emu: dict | None = None, plain_dir: str | None = None, clock=time.perf_counter, sleep=time.sleep):
         self.dir = directory
         self.files = manifest["files"]
         self.file_bytes = manifest["file_bytes"]
@@ -457,6 +458,7 @@ class ShardDataset:
         self.storage_emu = emu.get("storage", (None,))[0]
         self.plain_dir = plain_dir
         self._pending = None  # crypto=async: (mapping, ready time) of the request in flight
+        self._clock, self._sleep = clock, sleep
         self._mem = None  # storage=remove: every shard's bytes, in memory
         if self.storage_emu == "remove":
             self._mem = [self._read_whole(j) for j in range(len(self.files))]
@@ -602,17 +604,17 @@ class ShardDataset:
         if mode != "async":
             self._map = mapped  # closed by __getitem__ after the crop
             if wait_s > 0:
-                time.sleep(wait_s)
+                self._sleep(wait_s)
             return memoryview(mapped)
         if self._pending is None:  # nothing in flight yet: this first request is served in line
-            time.sleep(wait_s)
+            self._sleep(wait_s)
             done = self._map_plain(i)
         else:
             done, ready_at = self._pending
-            left = ready_at - time.perf_counter()
+            left = ready_at - self._clock()
             if left > 0:
-                time.sleep(left)
-        self._pending = (mapped, time.perf_counter() + wait_s)  # consumed at the next call
+                self._sleep(left)
+        self._pending = (mapped, self._clock() + wait_s)  # consumed at the next call
         self._map = done  # closed by __getitem__ after the crop
         return memoryview(done)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import subprocess
-import time
 
 import pytest
 
@@ -119,9 +118,10 @@ def shards(tmp_path):
     return enc, train_ddp.format_dir(str(tmp_path), train_ddp.plain_twin(args)), train_ddp.read_manifest(enc)
 
 
-def _dataset(shards, emu):
+def _dataset(shards, emu, clock=None):
     enc, plain, manifest = shards
-    return train_ddp.ShardDataset(enc, manifest, "encrypted", 32, 4096, 0, emu=emu, plain_dir=plain)
+    timing = {"clock": clock, "sleep": clock.sleep} if clock else {}
+    return train_ddp.ShardDataset(enc, manifest, "encrypted", 32, 4096, 0, emu=emu, plain_dir=plain, **timing)
 
 
 def _plaintexts(shards):
@@ -148,26 +148,42 @@ def test_crypto_emulation_hands_back_the_decrypted_bytes(shards, mode):
     assert (emu._plain_buf is not None) == (mode == "copy")  # remove: no copy into a buffer
 
 
+class FakeClock:
+    """A clock (seconds) that only ``sleep`` and ``advance`` move; ``slept`` lists each sleep."""
+
+    def __init__(self):
+        self.now, self.slept = 100.0, []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, s: float) -> None:
+        self.slept.append(s)
+        self.now += s
+
+    def advance(self, s: float) -> None:
+        self.now += s
+
+
 def test_crypto_latency_waits_on_the_caller_and_async_overlaps(shards):
     plain = _plaintexts(shards)
     n = len(plain[0])
-    n_rec = len(train_ddp.records(shards[2]["payload_bytes"]))
-    sync = _dataset(shards, {"crypto": ("latency", 100000.0)})  # 100 ms per record
-    t0 = time.perf_counter()
+    wait = 0.1 * len(train_ddp.records(shards[2]["payload_bytes"]))  # 100 ms per record
+    clock = FakeClock()
+    sync = _dataset(shards, {"crypto": ("latency", 100000.0)}, clock)
     assert _call(sync, 1, n) == plain[1]
-    assert time.perf_counter() - t0 >= 0.1 * n_rec
-    asy = _dataset(shards, {"crypto": ("async", 100000.0)})
-    t0 = time.perf_counter()
+    assert clock.slept == [pytest.approx(wait)]  # the whole wait, on the caller, in one sleep
+    clock = FakeClock()
+    asy = _dataset(shards, {"crypto": ("async", 100000.0)}, clock)
     assert _call(asy, 0, n) == plain[0]  # primes the pipeline: served in line
-    assert time.perf_counter() - t0 >= 0.1 * n_rec
-    time.sleep(0.12 * n_rec)  # the rank's step: the engine finishes meanwhile
-    t0 = time.perf_counter()
+    assert clock.slept == [pytest.approx(wait)]
+    clock.advance(1.2 * wait)  # the rank's step: the engine finishes meanwhile
     got = _call(asy, 1, n)  # consumes the request made one call earlier
-    assert time.perf_counter() - t0 < 0.05  # no wait left (0.1 s if it had waited)
+    assert clock.slept == [pytest.approx(wait)]  # no wait left
     assert got == plain[0]
-    t0 = time.perf_counter()
+    clock.advance(0.1 * wait)
     assert _call(asy, 0, n) == plain[1]  # and now shard 1's, with the rest of its wait
-    assert time.perf_counter() - t0 >= 0.09 * n_rec
+    assert clock.slept == [pytest.approx(wait), pytest.approx(0.9 * wait)]
 
 
 def test_workers_0_reads_on_the_rank_thread():
