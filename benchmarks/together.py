@@ -13,6 +13,11 @@ exits: ``ru_utime`` and ``ru_stime`` are the values /proc/PID/stat shows as utim
 those of the tool's children it reaped), complete up to the tool's last instruction. This wrapper is
 small on purpose: it runs under ``dpuprof record`` and ``perf record`` like the tools, and its own
 CPU (a few ms) belongs to no tool.
+
+RESULT also has ``host_busy_s``: the whole machine's busy CPU seconds (/proc/stat, every CPU: user,
+nice, system, irq, softirq; not idle, iowait or steal) from just before the first tool started to
+just after the last one was reaped, over ``host_window_s`` seconds: the work the tools caused that
+is charged to no tool (a loop device's kernel workers, interrupts), and anything else running.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ def main(spec_path: str, result_path: str) -> int:
     procs: dict[int, dict] = {}
     outdir = tempfile.mkdtemp(prefix="together-")
     timers = []
+    busy0, t0 = busy_seconds(), time.time()
     for i, tool in enumerate(spec["tools"]):
         time.sleep(float(tool.get("delay_s", 0)))
         out = open(os.path.join(outdir, f"{i}.out"), "w+")
@@ -64,13 +70,28 @@ def main(spec_path: str, result_path: str) -> int:
             "wall_s": time.time() - info["start"],
             "rc": os.waitstatus_to_exitcode(status), "stopped": info["stopped"], "stdout": text[-20000:],
         })
+    busy1, t1 = busy_seconds(), time.time()
     for t in timers:
         t.cancel()
     shutil.rmtree(outdir, ignore_errors=True)
     with open(result_path, "w") as fh:
-        json.dump({"tools": results}, fh)
+        json.dump({"tools": results, "host_busy_s": busy1 - busy0, "host_window_s": t1 - t0}, fh)
     # A tool we stopped with SIGINT may exit with any status.
     return 0 if all(r["rc"] == 0 or r["stopped"] for r in results) else 1
+
+
+def busy_ticks(stat_text: str) -> int:
+    """Busy clock ticks of all CPUs in /proc/stat's text: user + nice + system + irq + softirq of
+    the ``cpu`` line (guest time is inside user; idle, iowait and steal are not busy)."""
+    line = next(ln for ln in stat_text.splitlines() if ln.startswith("cpu "))
+    v = [int(x) for x in line.split()[1:]] + [0] * 10
+    user, nice, system, _idle, _iowait, irq, softirq = v[:7]
+    return user + nice + system + irq + softirq
+
+
+def busy_seconds() -> float:
+    with open("/proc/stat") as fh:
+        return busy_ticks(fh.read()) / os.sysconf("SC_CLK_TCK")
 
 
 def _signal(pid: int, sig: int) -> None:

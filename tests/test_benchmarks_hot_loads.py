@@ -1,14 +1,19 @@
-"""benchmarks/hot_loads.py's pure helpers (issue 20): --tree parsing, the rotated order, per-program
-BPF rates, the cost formula, the summary's medians and verdicts and its Markdown; and
-suite/runner.py's /proc/PID/stat reader. Synthetic numbers, no measuring, no timing bounds."""
+"""benchmarks/hot_loads.py's pure helpers (issue 32): --tree parsing, the rotated order, per-program
+BPF rates, the cost formulas, the summary's medians and verdicts and its Markdown; hot_workloads.py's
+fio JSON parsing, ``losetup -j`` parsing and the recording's counts; together.py's /proc/stat busy
+ticks; and suite/runner.py's /proc/PID/stat reader. Synthetic numbers, no measuring, no timing bounds."""
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from pathlib import Path
 
 import pytest
 
 import hot_loads as hl
+import hot_workloads as hw
+import together
 from suite.runner import stat_cpu
 
 
@@ -62,14 +67,15 @@ def test_summarize_medians_vs_bare_and_verdicts():
         _run("iperf3", "dpuprof:new", 1, throughput=8.0, cost_pct=3.0, programs=prog(300)),
         _run("iperf3", "dpuprof:new", 2, error="boom"),
         _run("wake-2x8", "dpuprof:new", 0, mb_per_min=1.0),
-        _run("wake-4x128", "dpuprof:new", 0, mb_per_min=5.0, cost_pct=1.5),
+        _run("wake-4x128", "dpuprof:new", 0, mb_per_min=5.0, cost_pct=0.8),
     ]
     s = hl.summarize(runs)
     cell = s["loads"]["iperf3"]["dpuprof:new"]
     assert cell["rounds"] == 2 and cell["cost_pct"] == 2.0
     assert cell["vs_bare"] == pytest.approx((0.9 + 1.0) / 2)
     assert cell["programs"]["p"]["ns_per_event"] == 200
-    assert [x["met"] for x in s["verdicts"]] == [True, True, False]  # iperf3 2.0, wake 1.5, size 5x
+    # issue 32: cost <= 1 % (iperf3 2.0 and wake 0.8), MB/min ratio <= 3 (5x)
+    assert [x["met"] for x in s["verdicts"]] == [False, True, False]
     assert s["verdicts"][2]["value"] == 5.0
     md = hl.render(s, {"rounds": 2, "duration_s": 3, "units": {"iperf3": "GB/s"}})
     assert "| iperf3 | dpuprof:new | 8.5 GB/s | 0.950 |" in md
@@ -82,7 +88,85 @@ def test_make_loads_names():
     assert [x.name for x in loads] == ["iperf3", "wake-3x16"]
     assert "--threads 16" in loads[1].what
     with pytest.raises(SystemExit):
-        hl.make_loads(["fio"], 2)
+        hl.make_loads(["fi0"], 2)
+
+
+def test_fio_load_command_and_count_query():
+    (load,) = hl.make_loads(["fio"], 3, fio_device="/dev/loop7")
+    assert load.unit == "IOPS" and load.counted[2] == ("loop7",)
+    for flag in ("--filename=/dev/loop7", "--rw=randread", "--bs=4k", "--direct=1", "--ioengine=libaio",
+                 "--iodepth=32", "--runtime=3", "--output-format=json"):
+        assert flag in load.what
+    (unset,) = hl.make_loads(["fio"], 3)  # named before the loop device exists: make() refuses
+    with pytest.raises(RuntimeError):
+        unset.make(Path("/nonexistent"))
+
+
+def test_parse_fio_iops_total_ios_and_fallback():
+    job = {"jobname": "randread", "read": {"iops": 201234.5, "total_ios": 603703, "runtime": 3000}}
+    text = "fio: warning before the JSON\n" + json.dumps({"jobs": [job]}, indent=1) + "\ntrailing note\n"
+    assert hw.parse_fio(text) == {"iops": 201234.5, "total_ios": 603703, "runtime_s": 3.0}
+    del job["read"]["iops"]
+    assert hw.parse_fio(json.dumps({"jobs": [job]}))["iops"] == pytest.approx(603703 / 3.0)
+
+
+def test_loop_devices_from_losetup_j():
+    out = ("/dev/loop3: []: (/tmp/dpuprof-hot-x/tmpfs/fio.img)\n"
+           "/dev/loop12: [0045]:7 (/tmp/dpuprof-hot-x/tmpfs/fio.img)\n")
+    assert hw.loop_devices(out) == ["/dev/loop3", "/dev/loop12"]
+    assert hw.loop_devices("") == []
+
+
+def test_recorded_count_reads_the_recording(tmp_path):
+    rec = tmp_path / "x.rec"
+    con = sqlite3.connect(rec)
+    con.execute("CREATE TABLE block_io (interval INTEGER, dev TEXT, op TEXT, bytes INTEGER, ios INTEGER)")
+    con.executemany("INSERT INTO block_io VALUES (?, ?, ?, ?, ?)",
+                    [(0, "loop0", "read", 4096 * 10, 10), (1, "loop0", "read", 4096 * 5, 5),
+                     (1, "loop0", "write", 4096, 1), (1, "sda", "read", 4096, 1)])
+    con.commit()
+    con.close()
+    (fio,) = hl.make_loads(["fio"], 3, fio_device="/dev/loop0")
+    assert hw.recorded_count(rec, *fio.counted[1:]) == 15
+    (other,) = hl.make_loads(["fio"], 3, fio_device="/dev/loop9")
+    assert hw.recorded_count(rec, *other.counted[1:]) == 0     # the table is there, nothing counted
+    (iperf,) = hl.make_loads(["iperf3"], 3)
+    assert hw.recorded_count(rec, *iperf.counted[1:]) is None  # no net_io table
+    (tmp_path / "junk.rec").write_text("not sqlite")
+    assert hw.recorded_count(tmp_path / "junk.rec", *fio.counted[1:]) is None
+
+
+def test_machine_cost_pct_and_count_ratio():
+    # busy 10 s: recorder 1 s in the window (1.5 s in all), script 0.5 s, BPF 0.5 s -> rest 8 s
+    assert hl.machine_cost_pct(0.5, 1.5, 1.0, 10.0, 0.5) == pytest.approx(100 * 2.0 / 8.0)
+    assert hl.machine_cost_pct(0.5, 1.5, None, 10.0) == pytest.approx(100 * 2.0 / 8.0)  # all 1.5 s taken out
+    assert hl.machine_cost_pct(None, 1.0, 1.0, 11.0) == pytest.approx(10.0)   # perf: no BPF
+    assert hl.machine_cost_pct(0.5, None, None, 10.0) is None
+    assert hl.machine_cost_pct(0.5, 1.0, 1.0, None) is None
+    assert hl.machine_cost_pct(5.0, 5.0, 5.0, 10.0) is None
+    assert hl.count_ratio(101, 100) == pytest.approx(1.01)
+    assert hl.count_ratio(None, 100) is None and hl.count_ratio(5, 0) is None
+
+
+def test_verdicts_fio_light_and_counts():
+    runs = [_run("fio", "dpuprof:new", 0, cost_pct=0.9, tool_count=1000, recorded_count=1011, count_ratio=1.011),
+            _run("fio", "dpuprof-light:new", 0, cost_pct=0.4),
+            _run("fio", "perf", 0, cost_pct=0.1, tool_count=1000)]
+    s = hl.summarize(runs)
+    got = {(v["target"], v["condition"]): v["met"] for v in s["verdicts"]}
+    assert got == {("fio cost <= 1 % of the machine's busy CPU", "dpuprof:new"): True,
+                   ("fio cost <= 0.3 % of the machine's busy CPU", "dpuprof-light:new"): False,
+                   ("fio: counted / the tool's own within 1 %", "dpuprof:new"): False}
+    md = hl.render(s, {"counted": {"fio": "reads on the loop device"}})
+    assert "| fio | dpuprof:new | reads on the loop device | 1,011 | 1,000 | 1.0110 |" in md
+
+
+def test_busy_ticks_of_proc_stat():
+    text = ("cpu  100 5 50 1000 20 3 2 7 11 0\n"
+            "cpu0 50 2 25 500 10 1 1 3 5 0\n"
+            "intr 12345\n")
+    assert together.busy_ticks(text) == 100 + 5 + 50 + 3 + 2   # not idle, iowait, steal; guest is in user
+    assert together.busy_ticks(Path("/proc/stat").read_text()) > 0
 
 
 def test_stat_cpu_own_and_reaped():
@@ -90,3 +174,8 @@ def test_stat_cpu_own_and_reaped():
     own, reaped = stat_cpu(text, 100)
     assert own == pytest.approx(2.0) and reaped == pytest.approx(4.0)
     assert stat_cpu(Path("/proc/self/stat").read_text(), 100)[0] >= 0
+
+
+def test_loop_device_setup_failure_is_one_line():
+    with pytest.raises(SystemExit, match=r"^hot_loads.py: fio's loop device: `false` failed: exit 1$"):
+        hw._setup(["false"])
