@@ -57,3 +57,14 @@ def test_statistics_on_hand_derived_numbers():
     assert trend["rss_slope_mb_per_min"] == pytest.approx(60.0)
     assert trend["rss_10min_estimate_mb"] == pytest.approx(60.0 + 60.0 * (10 - 20 / 60))
     assert trend["recorder_cpu_pct_second_half"] == pytest.approx(10.0)
+
+
+def test_the_agent_soak_is_section_7_when_results_hold_one():
+    res = json.loads((BENCH / "results.json").read_text())
+    res["targets"] = evaluate(res)
+    assert "## 7. Agent soak" not in render(res)
+    res["agent_soak"] = {"date_utc": "2026-12-04 17:30 UTC", "command": "sudo python3 benchmarks/agent_soak.py",
+                         "markdown": "## dpuprof agent soak: 3600 s, 600-s windows\n\n| window |\n\nVerdict: flat"}
+    text = render(res)
+    assert "## 7. Agent soak" in text and "### dpuprof agent soak: 3600 s" in text
+    assert text.index("## 7. Agent soak") < text.index("## Commands")

@@ -33,8 +33,25 @@ def render(res: dict) -> str:
     _render_startup(res, add)
     _render_report(res, add)
     _render_short_helpers(res, add)
+    _render_agent_soak(res, add)
     _render_commands(res, add)
     return "\n".join(L)
+
+
+def _render_agent_soak(res: dict, add) -> None:
+    """Section 7: the agent soak (benchmarks/agent_soak.py, a run of its own: results.json's
+    ``agent_soak`` holds its command, date and Markdown as that script printed it); nothing without it."""
+    soak = res.get("agent_soak")
+    if not soak:
+        return
+    add("## 7. Agent soak")
+    add("")
+    add(f"Measured on {soak['date_utc']} by `{soak['command']}` (a run of its own, not part of run.py's; "
+        f"its windows as the script printed them):")
+    add("")
+    for line in soak["markdown"].splitlines():
+        add(line.replace("## dpuprof agent soak", "### dpuprof agent soak"))
+    add("")
 
 
 def _render_machine(res: dict, add) -> None:
