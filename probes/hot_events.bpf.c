@@ -22,17 +22,17 @@
 //           runs in prev's context, so prev's ids are the current task's; next's pid is read at
 //           TASK_PID_OFF. sched_waking(task_struct *p). softirq_entry/exit(unsigned int vec).
 // Maps:     none of its own.
-// Overhead: host-wide per switch: one timestamp (the numbers below were measured with
-//           cpu_sample's per-CPU read and run_ns update per switch, since removed),
-//           sched_wait's thread lookups (one hash miss each for a task outside the workload),
-//           uprobes' one array read while no probed call is in flight. Measured (benchmarks/hot_loads.py, benchmarks/HOT_LOADS.md: 2026-12-02, 2-vCPU VM, BPF statistics on):
-//             sched_switch  597 ns x 36,782/s on an iperf3 flood (the three programs before: 358 +
-//                           295 + 233 ns), 916 ns x 41,868/s on 4 x 128 waking threads; 278 ns
-//                           without the sched_wait hook (record --light)
-//             sched_waking  461 ns x 18,451/s (iperf3), 1,134 ns x 39,962/s (4 x 128 threads;
-//                           classic before: 1,500 ns)
-//             softirq       189 / 175 ns x 83,000/s entry / exit (iperf3; with sched_wait's edge
-//                           programs before: 167 + 88 / 162 + 79 ns)
+// Overhead: host-wide per switch: one timestamp, sched_wait's thread lookups (one hash miss each
+//           for a task outside the workload), uprobes' one array read while no probed call is in
+//           flight; none of these programs loads with --light (no sched_wait, no uprobes).
+//           Measured (benchmarks/hot_loads.py, benchmarks/HOT_LOADS.md: 2026-12-04, 2-vCPU VM,
+//           BPF statistics on, default probes):
+//             sched_switch  187 ns x 36,512/s on an iperf3 flood, 194 ns x 83,274/s on 4 x 128
+//                           waking threads, 114 ns x 269,650/s under fio at ~295k IOPS (3.08 %
+//                           of a core: the largest single cost left, issue 32's step 2)
+//             sched_waking  255 ns x 18,327/s (iperf3), 379 ns x 78,577/s (4 x 128 threads)
+//             softirq       47 / 39 ns x 80,441/s entry / exit (iperf3: sched_wait's interrupt
+//                           depth), 36 / 37 ns x 116,162/s under fio
 
 // The switch-out state as the classic tracepoint reports it (a bit per state letter: S 0x1,
 // D 0x2, T 0x4, t 0x8, X 0x10, Z 0x20, P 0x40, I 0x80; 0 for runnable), from the raw arguments:

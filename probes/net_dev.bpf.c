@@ -22,7 +22,9 @@
 // Overhead: per packet (per GRO/GSO segment, not per wire frame): two or three kernel reads, one
 //           per-CPU array update. Measured (benchmarks/hot_loads.py, benchmarks/HOT_LOADS.md: 2026-12-02, 2-vCPU VM, BPF statistics on), iperf3 flood,
 //           81,215 packets/s each way: net_dev_xmit 200 ns, netif_receive_skb 211 ns (the shared
-//           hash before: 280 and 319 ns).
+//           hash before: 280 and 319 ns); 2026-12-04: 60 / 64 ns x 67,762/s each way. Opt-in
+//           (--probes ...,net_dev): /proc/PID/net/dev counts the same per device at no cost per
+//           packet (record/drain/netdev.py).
 #include <uapi/linux/ptrace.h>
 
 #define NET_SLOTS 128   // a power of two: device names hashed into as many slots per direction

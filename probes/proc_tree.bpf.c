@@ -28,7 +28,8 @@
 //           tracepoint, so the thread that sees 0 is its process's last: the process's CPU is then
 //           what its released threads left in signal->sum_sched_runtime plus this thread's own.
 // Overhead: one hash lookup per fork/clone, exec and thread exit on the host; negligible (all are
-//           rare next to context switches).
+//           rare next to context switches): benchmarks/HOT_LOADS.md (2026-12-04) has the exit hook
+//           at 238-1,362 ns x 0.1-20/s, fork 933-1,822 ns x 0.4-34/s.
 #include <uapi/linux/ptrace.h>
 
 BPF_HASH(tree, u32, u32, 131072);

@@ -43,8 +43,10 @@
 //           (prev in sw_threads, else in tree); workload threads add one hash update per wait.
 //           Per wake-up on the host: one hash lookup; a workload thread's adds one hash update.
 //           The switch and wake-up hooks are in hot_events' measured cost; the interrupt edges
-//           (benchmarks/hot_loads.py, benchmarks/HOT_LOADS.md: 2026-12-02, 2-vCPU VM, BPF statistics on): sw_irq_enter / sw_irq_exit
-//           111 / 89 ns x 23,112/s on 4 x 128 waking threads (hrtimer expiries).
+//           (benchmarks/hot_loads.py, benchmarks/HOT_LOADS.md: 2026-12-04, 2-vCPU VM, BPF
+//           statistics on): sw_irq_enter / sw_irq_exit 45 / 40 ns x 37,359/s on 4 x 128 waking
+//           threads (hrtimer expiries), 39 / 37 ns x 20,207/s on an iperf3 flood. This probe's
+//           hooks are most of the default recorder's cost on these loads (record --help OVERHEAD).
 #include <uapi/linux/ptrace.h>
 #ifndef TASK_COMM_LEN  // not <linux/sched.h>: it pulls in most of the kernel's headers (probes/cpu_sample.bpf.c)
 #define TASK_COMM_LEN 16

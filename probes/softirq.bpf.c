@@ -14,7 +14,8 @@
 //           tracepoint programs are then skipped (bpf_prog_active, counted as recursion misses), raw
 //           tracepoint programs are only skipped when they would recurse into themselves.
 // Overhead: one per-CPU write at entry, three per-CPU updates at exit; softirqs run at most a few
-//           100k/s. Its hooks' cost is in the hot_events programs' (probes/hot_events.bpf.c).
+//           100k/s. Its hooks' cost is in the hot_events programs' (probes/hot_events.bpf.c). Opt-in
+//           (--probes ...,softirq): the sampled stacks already split softirq work by category.
 #include <uapi/linux/ptrace.h>
 
 BPF_PERCPU_ARRAY(sirq_start, u64, 1);

@@ -65,14 +65,15 @@ def test_help_ends_with_examples():
 
 
 def test_help_states_the_measured_overhead():
-    """bcc's man pages end with OVERHEAD; ours quotes benchmarks/RESULTS.md, so a rerun of the
-    benchmarks that changes a number fails here until the help is updated."""
+    """bcc's man pages end with OVERHEAD; ours quotes benchmarks/HOT_LOADS.md (the recorder's cost
+    on the hot loads, side by side with perf), so a rerun of that benchmark that changes a number
+    fails here until the help is updated."""
     out = dpuprof("record", "--help").stdout
-    assert "OVERHEAD: measured on" in out and "benchmarks/RESULTS.md" in out
+    assert "OVERHEAD: measured on" in out and "benchmarks/HOT_LOADS.md" in out
     assert out.index("OVERHEAD") < out.rindex("Examples:")
     from dpuprof.cli.record import OVERHEAD
 
-    results = (REPO / "benchmarks" / "RESULTS.md").read_text()
+    results = (REPO / "benchmarks" / "HOT_LOADS.md").read_text()
     date = re.search(r"measured on (\d{4}-\d\d-\d\d)", OVERHEAD).group(1)
     assert f"on {date} " in results  # the run the numbers come from
     numbers = re.findall(r"-?\d[\d,]*\.\d+|\d{1,3}(?:,\d{3})+", OVERHEAD)

@@ -9,19 +9,20 @@ import click
 from dpuprof.record.workload.child import KILL_AFTER_S, TERM_AFTER_S, block_signals
 
 #: What recording costs, as bcc's man pages state it: measured numbers, their date and their file
-#: (tests/test_record_cli.py checks each number against benchmarks/RESULTS.md).
+#: (tests/test_record_cli.py checks each number against benchmarks/HOT_LOADS.md).
 OVERHEAD = """\
-OVERHEAD: measured on 2026-12-01 (benchmarks/RESULTS.md; a 2-core AMD EPYC VM, Linux 6.18), all
-probes at -F 99. The BPF programs and the recorder together used 3.20 % of the machine's CPU during
-DDP training (83,022 BPF runs/s at 313 ns each, 2.59 % of one core, plus the recorder's own
-draining and writing, 3.80 % of one core), 9.43 % under an iperf3 loopback flood (680,561 BPF
-runs/s; 10.43 % of the flood's own CPU) and 8.67 % under fio 4 KiB random reads. BPF time grows
-with the event rate (context switches, packets, I/Os; net_dev costs most, adding 5.16 % of a core
-under iperf3) and is host-wide; the recorder's share is a fixed cost per host (0.12 % of a 32-core
-training host on DDP). Start-up before COMMAND runs: 3.32 s (bcc compiles the probes, 3.163 s of
-it; DPUPROF_PROBE_CACHE=DIR keeps them compiled for the next start: docs/probe-cache.md); recorder peak RSS 85 MB over 10 minutes (the probes compile in a short-lived child process:
-docs/recorder-memory.md); the recording grows about 0.231 MB a minute. Fewer --probes load fewer programs (per-probe costs in benchmarks/RESULTS.md,
-section 2).
+OVERHEAD: measured on 2026-12-04 (benchmarks/HOT_LOADS.md: a 2-core AMD EPYC VM, Linux 6.18,
+15-s runs, medians of 2 rounds, side by side with perf record -a -g -F 99). The default probes at
+-F 99, BPF programs and recorder together: 3.50 % of the workload's CPU under an iperf3 loopback
+flood (perf: 0.26 %), 5.79 % beside 4 x 128 threads that hash and sleep (perf: 0.24 %), 5.45 % of
+the machine's busy CPU under fio 4 KiB random reads at 294,579 IOPS (perf: 0.29 %). Most of it is
+the per-thread waits (sched_wait) on every context switch and wake-up on the host: sched_switch
+187 ns x 36,512/s on iperf3, sched_waking 379 ns x 78,577/s beside the 512 threads. --light (no
+sched_wait or uprobes, -F 19, 5-s drains): 1.28 %, 0.96 % and 0.87 %. Bytes, packets and I/Os
+come from the kernel's counters (/proc), with no program per packet or request: 1.0021 of
+iperf3's bytes and 1.0000 of fio's I/Os counted. --probes all adds the per-event programs
+(net_dev, block_io, softirq; while they ran by default, fio cost 17.16 %). The recording grows 0.309 (iperf3) to
+1.722 (512 threads) MB a minute; fewer --probes load fewer programs.
 """
 
 EPILOG = OVERHEAD + """
