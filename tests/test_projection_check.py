@@ -72,6 +72,15 @@ def test_verdict_outside_says_by_how_much(b_step, verdict, pct):
     assert any(f.startswith("the job ran") and verdict in f for f in res.findings)
 
 
+def test_a_miss_under_one_percent_is_not_written_as_0():
+    # measured 0.1 / 0.0999 = 1.001x against a high bound of 1.0: outside by 0.10 %, not "by 0 %"
+    proj = projection()
+    proj.speedup.high = 1.0
+    proj.speedup.expected = proj.speedup.low = 1.0
+    res = PC.check(facts("a", steps=(0.1,) * 20), facts("b", steps=(0.0999,) * 20), proj)
+    assert res.speedup.verdict == "outside by 0.10 % (above the high bound)"
+
+
 def test_unbounded_high_and_exact_bounds_are_inside():
     assert PC.check(facts(), facts("b", steps=(0.01,) * 20), projection(high=None)).speedup.inside
     sp = PC.check(facts(), facts("b", steps=(0.1 / 1.2,) * 20), projection()).speedup

@@ -136,7 +136,8 @@ class SpeedupCheck:
         if self.inside:
             return "inside the range"
         side = "above the high bound" if self.high is not None and self.measured > self.high else "below the low bound"
-        return f"outside by {self.outside_pct:.0f} % ({side})"
+        pct = self.outside_pct  # under 1 %, two decimals: "outside by 0 %" would read as inside
+        return f"outside by {pct:.2f} % ({side})" if pct < 1 else f"outside by {pct:.0f} % ({side})"
 
     def as_json(self) -> dict:
         return {"unit": "x (B steps/s over A steps/s)", "measured": _r(self.measured),
