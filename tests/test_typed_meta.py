@@ -26,6 +26,9 @@ def test_shapes_the_reader_does_not_check_are_normalised_once():
     assert m.window == WindowMeta(1.5, 9.0, 8, "--time 1.5:9")
     assert m.window.as_dict() == {"start_s": 1.5, "end_s": 9.0, "intervals": 8, "how": "--time 1.5:9"}
     assert RecordingMeta.from_dict({"duty": {"on_s": 1, "period_s": 3}}).duty == DutyMeta(1.0, 3.0)
+    # a damaged file's attached may be a number (the loader fuzz found it raising TypeError)
+    assert RecordingMeta.from_dict({"attached": 1}).attached == []
+    assert RecordingMeta.from_dict({"io_sources": ["x"], "command_cpu_s": "4"}).io_sources == {}
 
 
 @pytest.mark.parametrize("name", ["ddp-plain", "ddp-plain-v1"])

@@ -108,7 +108,7 @@ class RecordingMeta:
             cpu_count=None if meta.get("cpu_count") is None else int(meta["cpu_count"]),
             command=meta.get("command"), workload=meta.get("workload") or "command",
             system_wide=meta.get("system_wide") is True,
-            attached=[a for a in meta.get("attached") or [] if isinstance(a, dict)],
+            attached=[a for a in _list(meta.get("attached")) if isinstance(a, dict)],
             cgroup=meta.get("cgroup"), mode=meta.get("mode"),
             sample_freq_hz=float(meta.get("sample_freq_hz") or 0),
             interval_s=meta.get("interval_s"), start_time=meta.get("start_time"), end_time=meta.get("end_time"),
@@ -129,6 +129,11 @@ def _duty(duty) -> DutyMeta | None:
     if not isinstance(duty, dict):
         return None
     return DutyMeta(on_s=float(duty["on_s"]), period_s=float(duty["period_s"]))
+
+
+def _list(value) -> list:
+    """``value`` when it is a list, else [] (a damaged file's ``attached`` may be a number)."""
+    return value if isinstance(value, list) else []
 
 
 def _number(value) -> float | None:
