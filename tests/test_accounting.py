@@ -93,11 +93,11 @@ def test_every_process_with_exact_time_is_charged_exactly_that(samples, exact, b
 
 
 def test_the_report_notes_a_workload_cpu_off_the_kernels_count_by_more_than_2_percent():
-    from dpuprof.render.view import _self_check_line
+    from dpuprof.render.notes import self_check_line
 
     wl = {"total_s": 0.85, "observer_s": 0.0, "kernel_s": 4.0}
-    line = _self_check_line(wl, split=True)
+    line = self_check_line(wl, split=True)
     assert line.startswith("self-check") and "-78.8 %" in line and "4.00 s" in line
-    assert _self_check_line({**wl, "total_s": 3.95, "observer_s": 0.02}, split=True) is None
-    assert _self_check_line({**wl, "kernel_s": None}, split=True) is None  # not covered: no check
-    assert _self_check_line(wl, split=False) is None
+    assert self_check_line({**wl, "total_s": 3.95, "observer_s": 0.02}, split=True) is None
+    assert self_check_line({**wl, "kernel_s": None}, split=True) is None  # not covered: no check
+    assert self_check_line(wl, split=False) is None

@@ -18,6 +18,7 @@ import pandas as pd
 from dpuprof.categories import CATEGORIES, IDLE, INFRASTRUCTURE, NOT_WORK, OBSERVER
 from dpuprof.recording.folded import SEP, escape
 from dpuprof.recording.meta import RecordingMeta
+from dpuprof.render.notes import RECORDER_LABEL, run_notes, with_projection
 from dpuprof.render.run_summary import RunSummary
 
 if TYPE_CHECKING:  # annotations only: pydantic is imported when a projection file is read
@@ -28,7 +29,6 @@ CPU_TIME_FIELDS = ("user", "nice", "system", "irq", "softirq", "steal")
 #: recording file names that say nothing: the report names such a run after its folder
 GENERIC_NAMES = ("recording", "dpuprof")
 #: how the recorder's own CPU is named where host CPU is listed by process
-RECORDER_LABEL = "dpuprof recorder"
 IO_COLUMNS = ("net_tx", "net_rx", "disk_read", "disk_write", "read_iops", "write_iops")
 
 
@@ -272,75 +272,6 @@ def stack_table(rec, pids=None) -> pd.DataFrame:
     return out[cols].astype({"samples": float})
 
 
-def _warnings(rec, summary: dict) -> list[str]:
-    out = []
-    win = rec.info.window
-    if win is not None:
-        out.append(f"time window {win.start_s}-{win.end_s} s of the recording ({win.intervals} intervals): {win.how}")
-    duty = rec.info.duty
-    if duty is not None:
-        out.append(f"duty cycle: {duty.on_s:g} s recorded of every {duty.period_s:g} s, the probes "
-                   f"detached in between; {rec.duration_s:.1f} s recorded in all: shares and rates are per "
-                   f"recorded second, totals of the recorded time only")
-    if not rec.complete:
-        out.append(f"recording was cut short (the recorder did not finish: killed?); "
-                   f"data covers {rec.duration_s:.1f} s up to the last complete interval")
-    code = rec.info.exit_code
-    if code is not None and code != 0:
-        out.append(f"the workload exited with status {code}")
-    for probe, why in sorted(rec.info.probes_unavailable.items()):
-        out.append(f"probe {probe} unavailable: {why}")
-    out += [p["warning"] for p in summary.get("probes_stopped_early") or ()]
-    from dpuprof.render.losses import from_recording, warning
-
-    line = warning(from_recording(rec))
-    if line:
-        out.append(line)
-    from dpuprof.render.observer import line as observer_line
-
-    line = observer_line(summary.get("observer_cost"))
-    if line:
-        out.append(line)
-    own = (summary.get("recorder") or {}).get("cpu_s", 0.0)
-    if rec.category_split and own > 0 and rec.duration_s:
-        out.append(f"the recorder itself used {own / rec.duration_s:.2f} cores ({own:.1f} CPU s), "
-                   f"counted in host CPU as {RECORDER_LABEL!r} and left out of the stacks")
-    line = _self_check_line(summary["workload_cpu"], rec.category_split)
-    if line:
-        out.append(line)
-    if not rec.category_split:
-        out.append("no category split (psutil mode): CPU is shown as user/system/softirq time; "
-                   "record as root without --probes psutil to split it into network, storage, crypto ...")
-    return out
-
-
-#: how far the categorised workload CPU may be from the kernel's count before the report says so
-SELF_CHECK_PCT = 2.0
-
-
-def _self_check_line(wl: dict, split: bool) -> str | None:
-    """A note when the workload's categorised CPU (with its observer share) and the kernel's count
-    of the command tree's CPU (``kernel_s``) differ by more than SELF_CHECK_PCT; None otherwise."""
-    kernel = wl.get("kernel_s")
-    if not split or not kernel:
-        return None
-    recorded = wl["total_s"] + wl["observer_s"]
-    pct = 100 * (recorded - kernel) / kernel
-    if abs(pct) <= SELF_CHECK_PCT:
-        return None
-    return (f"self-check: the workload's categorised CPU ({recorded:.2f} s) is {pct:+.1f} % off the kernel's "
-            f"count for the command's processes ({kernel:.2f} s, reaped); categories and shares carry that error "
-            f"(a process outside the command's tree, or one not reaped by it, is one cause)")
-
-
-def _with_projection(own: list[str], projection_warnings) -> list[str]:
-    """The recording's warnings, then the projection's; a recording line that a projection line
-    repeats and extends (a probe that stopped early, and what the projection did about it) is said
-    once, by the projection's."""
-    proj = list(projection_warnings)
-    return [w for w in own if not any(p.startswith(f"projection: {w}") for p in proj)] + proj
-
-
 def _recorder_summary(rec) -> dict | None:
     """{pid, label, cpu_s}: the recorder's own busy CPU, counted in host CPU; None without a pid."""
     rpid = recorder_pid(rec)
@@ -400,7 +331,7 @@ def build_view(rec, projection: Projection | None = None, projection_warnings=()
         workload_label=workload_label(rec.info),
         summary=RunSummary.of(summary),
         projection=projection,
-        warnings=_with_projection(_warnings(rec, summary), projection_warnings),
+        warnings=with_projection(run_notes(rec, summary), projection_warnings),
         cpu_count=float(rec.info.cpu_count or 1),
         duration_s=rec.duration_s,
         interval_s=interval_s if interval_s > 0 else 1.0,
