@@ -3,7 +3,7 @@
 ``ProbeCost`` turns on the kernel's BPF run-time statistics for the recording (the ``BPF_ENABLE_STATS``
 command of bpf(2), Linux >= 5.8: the statistics stay on while the returned fd is held, so a
 recorder killed with ``kill -9`` leaves nothing switched on) and drains each loaded program's
-``run_cnt`` / ``run_time_ns`` (``struct bpf_prog_info``, dpuprof/record/load/progstats.py) as
+``run_cnt`` / ``run_time_ns`` (``struct bpf_prog_info``, dpuprof/record/drain/progstats.py) as
 ``probe_cost`` rows (program, runs, run_ns) of the interval. When the command fails but the
 sysctl ``kernel.bpf_stats_enabled`` is 1 (someone else turned them on), the counts are used
 anyway; otherwise no rows are written and ``status`` says why (meta ``probe_cost``).
@@ -18,7 +18,7 @@ from __future__ import annotations
 import ctypes as ct
 import os
 
-from dpuprof.record.load.progstats import run_stats
+from dpuprof.record.drain.progstats import run_stats
 
 NR_BPF_X86_64 = 321  # __NR_bpf on x86-64 (arch/x86/entry/syscalls/syscall_64.tbl)
 BPF_ENABLE_STATS = 32  # enum bpf_cmd, include/uapi/linux/bpf.h

@@ -21,7 +21,7 @@ from dpuprof.record.stacks.classify import Classifier, fold
 from dpuprof.record.drain.mapio import clear_stack_map, delete_keys, prune_exited, snapshot
 from dpuprof.record.lru import Lru
 from dpuprof.record.stacks.perfmap import SUFFIX as PERFMAP_SUFFIX
-from dpuprof.record.load.progstats import recursion_misses
+from dpuprof.record.drain.progstats import recursion_misses
 
 SOFTIRQ_NAMES = ("HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU")
 BLOCK_OPS = ("read", "write", "other")

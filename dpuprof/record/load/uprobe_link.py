@@ -10,7 +10,7 @@ attachment goes through bcc (after ENOSYS/EOPNOTSUPP, every later one too).
 
 The link and program fds are kept on the bcc object (``bpf.dpuprof_links``,
 ``bpf.dpuprof_multi_funcs``) so that the cleanup in dpuprof/record/load/probes.py closes them together
-with the tracepoints, and record/load/progstats.py counts the programs.
+with the tracepoints, and record/drain/progstats.py counts the programs.
 """
 
 from __future__ import annotations
