@@ -25,11 +25,7 @@ KNOWN_CYCLES = {
 }
 
 #: (importing module, imported private name) left, each with why.
-PRIVATE_IMPORTS_ALLOWED = {
-    # _Cumulative belongs to record/drain/maps.py, which is being changed elsewhere (issue 32);
-    # it is to become public there, and uprobes.py to import it by that name.
-    ("dpuprof.record.load.uprobes", "dpuprof.record.drain.maps._Cumulative"),
-}
+PRIVATE_IMPORTS_ALLOWED: set[tuple[str, str]] = set()
 
 #: stage -> the stages (dpuprof subpackages) it must not import. The CLI, the public API facade
 #: (api.py) and the shared leaf modules (categories, errors, ...) are not stages.

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from dpuprof.record.drain.maps import _Cumulative, descendants
+from dpuprof.record.drain.maps import Cumulative, descendants
 from dpuprof.record.stacks.symbols import module_label
 
 
 def test_cumulative_deltas_never_negative():
-    c = _Cumulative()
+    c = Cumulative()
     assert c.deltas({"a": (10, 1)}) == {"a": (10, 1)}
     assert c.deltas({"a": (15, 1)}) == {"a": (5, 0)}
     assert c.deltas({"a": (3, 0)}) == {}  # a reset reads as nothing, not as negative

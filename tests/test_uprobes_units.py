@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from dpuprof.record.drain.maps import _Cumulative
+from dpuprof.record.drain.maps import Cumulative
 from dpuprof.record.load import uprobes
 
 MAPS = """\
@@ -129,7 +129,7 @@ def test_a_detach_is_kept_with_its_times_and_said_once(monkeypatch):
     session.paths = {hot.name: ["/lib/libcrypto.so.3"]}
     session.attached_at, session.primed_at = {hot.name: 1000.0}, 1000.5
     session.detached, session.warnings = {}, []
-    session.cum = {"hits": _Cumulative()}
+    session.cum = {"hits": Cumulative()}
     session._detach = lambda target, path: None
     monkeypatch.setattr(uprobes.time, "monotonic", lambda: 11.0)
     monkeypatch.setattr(uprobes.time, "time", lambda: 1002.0)

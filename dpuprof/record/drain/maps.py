@@ -40,7 +40,7 @@ _FLIP_SETTLE_S = 0.002  # lets a sample already past the `active` read finish on
 MAX_STACKS = 4096
 
 
-class _Cumulative:
+class Cumulative:
     """Turns cumulative counters {key: tuple} into deltas since the previous call."""
 
     def __init__(self):
@@ -228,7 +228,7 @@ class SoftirqDrainer:
     def __init__(self, bpf):
         self.ns = bpf["sirq_ns"]
         self.count = bpf["sirq_count"]
-        self.cum = _Cumulative()
+        self.cum = Cumulative()
 
     def drain(self) -> list[tuple]:
         current = {}
@@ -259,8 +259,8 @@ class BlockDrainer:
     def __init__(self, bpf):
         self.stats = bpf["blk_stats"]
         self.lat = bpf["blk_lat"]
-        self.cum_io = _Cumulative()
-        self.cum_lat = _Cumulative()
+        self.cum_io = Cumulative()
+        self.cum_lat = Cumulative()
         self.names: dict[int, str] = {}
 
     def drain(self) -> tuple[list, list]:
@@ -282,7 +282,7 @@ class NetDrainer:
     def __init__(self, bpf):
         self.slots = bpf["net_slots"]
         self.retrans = bpf["tcp_retrans"]
-        self.cum = _Cumulative()
+        self.cum = Cumulative()
         self.prev_retrans = 0
 
     def drain(self) -> tuple[list, int]:
@@ -306,7 +306,7 @@ class SockDrainer:
 
     def __init__(self, bpf):
         self.stats = bpf["sock_stats"]
-        self.cum = _Cumulative()  # keyed by the map's own key: prune compares entries with it
+        self.cum = Cumulative()  # keyed by the map's own key: prune compares entries with it
 
     def drain(self) -> list[tuple]:
         cur = {_sock_key(k): (v.bytes, v.calls) for k, v in snapshot(self.stats)}
@@ -351,7 +351,7 @@ class LostDrainer:
                 self.arrays.append((bpf[table], kinds))
             except KeyError:
                 continue
-        self.cum = _Cumulative()
+        self.cum = Cumulative()
 
     def drain(self) -> list[tuple]:
         cur = {}

@@ -158,8 +158,8 @@ class UprobeSession:
         self._marks: list[tuple] = []
         self._marks_lost = 0
         self.bpf["marks"].open_perf_buffer(self._on_mark, page_cnt=64, lost_cb=self._on_lost)
-        from dpuprof.record.drain.maps import _Cumulative
-        self.cum = {"coll": _Cumulative(), "codec": _Cumulative(), "lost": _Cumulative(), "hits": _Cumulative()}
+        from dpuprof.record.drain.maps import Cumulative
+        self.cum = {"coll": Cumulative(), "codec": Cumulative(), "lost": Cumulative(), "hits": Cumulative()}
 
     def _on_mark(self, _cpu, data, _size):
         ev = self.bpf["marks"].event(data)
