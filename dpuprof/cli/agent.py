@@ -37,8 +37,9 @@ is no authentication or TLS, so widen it only behind a firewall or a NetworkPoli
 Recordings: DIR/HOST-YYYYmmddTHHMMSSZ-NNNNNN.rec, a new one every --rotate (or --rotate-size),
 each starting where the previous one ended; the newest --keep are kept (the one being written
 counts). Each is an ordinary recording: dpuprof report / project read it. The light setting is
-the default, as record --light's: -F 19 and every probe but the per-thread waits (sched_wait)
-and uprobes; the agent drains every --interval (1 s) for fresh /metrics.
+the default, as record --light's: -F 19 and no per-thread waits (sched_wait), uprobes or program
+per packet or block request (bytes, packets and I/Os come from /proc); the agent drains every
+--interval (1 s) for fresh /metrics.
 
 \b
 Cost: measured on a 2-vCPU VM beside a mixed load of 1.3 cores (iperf3, hashing threads,
