@@ -46,7 +46,8 @@ def _render_agent_soak(res: dict, add) -> None:
         return
     add("## 7. Agent soak")
     add("")
-    add(f"Measured on {soak['date_utc']} by `{soak['command']}` (a run of its own, not part of run.py's; "
+    tree = f", the agent from {soak['tree']}" if soak.get("tree") else ""
+    add(f"Measured on {soak['date_utc']} by `{soak['command']}`{tree} (a run of its own, not part of run.py's; "
         f"its windows as the script printed them):")
     add("")
     for line in soak["markdown"].splitlines():

@@ -42,10 +42,10 @@ per packet or block request (bytes, packets and I/Os come from /proc); the agent
 --interval (1 s) for fresh /metrics.
 
 \b
-Cost: measured on a 2-vCPU VM beside a mixed load of 1.3 cores (iperf3, hashing threads,
-short-lived processes, fio; benchmarks/AGENT_SOAK.md), the light setting cost 4.7-5.1 % of the
-load's CPU (the agent's own CPU plus its BPF programs' run time) at a flat 73-76 MB of RSS over
-20 minutes. --duty 5s/15s cut the recorder's CPU from 89 to 32 ms a second (a 30-s run).
+Cost: measured on a 2-vCPU VM beside a mixed load of about a core (iperf3, hashing threads,
+short-lived processes, fio; benchmarks/AGENT_SOAK.md), the light setting cost 3.04-3.71 % of the
+load's CPU (the agent's own CPU plus its BPF programs' run time) at 75.6-79.1 MB of RSS over 60
+minutes. --duty 5s/15s cut the recorder's CPU from 89 to 32 ms a second (a 30-s run).
 
 \b
 Duty cycle: --duty W/P records W of every P seconds (10s/60s: a sixth) and detaches every probe
