@@ -371,11 +371,16 @@ def test_ideal_at_least_bf3_at_least_bf2(inp):
     freed = {n: p.totals.freed_s for n, p in projs.items()}
     tol = 1e-6 + 1e-9 * freed["ideal"]  # rounded to 6 decimals
     assert freed["ideal"] + tol >= freed["bluefield-3"]
-    # BF3 covers at least what BF2 does; its per-offload costs can differ (its decompression engine is sized
-    # at the host's inflate rate, more tasks per CPU-second than BF2's deflate rate), so compare before them
+    # BF3 covers at least what BF2 does with the mechanisms both have; its per-offload costs can differ
+    # (its decompression engine is sized at the host's inflate rate, more tasks per CPU-second than BF2's
+    # deflate rate), so compare before them. BF2's deflate engine compresses and BF3 has no such engine
+    # (decompression only): compress work goes to BF3's Arm cores (arm_offload), which can free less --
+    # a genuine exception, like capacity (hypothesis found 0.4812 against 0.4946 s of compression.user).
+    both = {m.name for m in PROFILES["bluefield-3"].mechanisms} & {m.name for m in PROFILES["bluefield-2"].mechanisms}
     overhead = sum(r.n * (r.o0 + r.L + r.Q + (r.o1 if r.mode == "sync_os" else 0)) * 1e-9
                    for r in projs["bluefield-3"].rows)
-    assert freed["bluefield-3"] + overhead + tol >= freed["bluefield-2"]
+    bf2_shared = sum(r.freed_s for r in projs["bluefield-2"].rows if r.mechanism in both)
+    assert freed["bluefield-3"] + overhead + tol >= bf2_shared
     assert freed["ideal"] == pytest.approx(_infra_s(inp), rel=1e-9, abs=1e-6)
 
 
