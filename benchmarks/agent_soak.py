@@ -142,14 +142,19 @@ def run_agent(tree: Path, rec_dir: Path, args) -> tuple[list, int]:
     agent = subprocess.Popen(cmd, cwd=tree, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     samples = []
     next_log = time.time() + args.window
-    while agent.poll() is None:
-        got = proc_sample(agent.pid)
-        if got is not None:
-            samples.append(got)
-            if got[0] >= next_log:
-                log(f"{got[0] - samples[0][0]:.0f} s: agent RSS {got[2] / 1024:.1f} MB, CPU {got[1]:.1f} s")
-                next_log += args.window
-        time.sleep(args.period)
+    try:
+        while agent.poll() is None:
+            got = proc_sample(agent.pid)
+            if got is not None:
+                samples.append(got)
+                if got[0] >= next_log:
+                    log(f"{got[0] - samples[0][0]:.0f} s: agent RSS {got[2] / 1024:.1f} MB, CPU {got[1]:.1f} s")
+                    next_log += args.window
+            time.sleep(args.period)
+    except BaseException:  # interrupted: the agent stops too (it flushes its file on SIGTERM)
+        agent.terminate()
+        agent.wait(timeout=60)
+        raise
     err = agent.stderr.read()
     if agent.returncode != 0:
         log(f"the agent exited {agent.returncode}: {err.strip()[-2000:]}")
@@ -199,6 +204,10 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    # Stopped by SIGTERM, or by SIGINT where the shell started it in the background with SIGINT
+    # ignored (nohup ... &): unwind, so that the load and the agent stop with it instead of running on.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if os.geteuid() != 0:
         print("agent_soak: run as root (dpuprof agent loads eBPF probes): sudo python3 benchmarks/agent_soak.py",
               file=sys.stderr)
