@@ -51,7 +51,11 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(ROOT))  # dpuprof from this checkout, installed or not
 from soak_windows import judge, markdown, window_rows  # noqa: E402
+
+from dpuprof.categories import NOT_WORK  # noqa: E402
+from dpuprof.recording import load  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PYTHON = sys.executable  # a real interpreter, not a pyenv shim: its pid is the agent's
@@ -163,10 +167,6 @@ def run_agent(tree: Path, rec_dir: Path, args) -> tuple[list, int]:
 
 def file_window(path: Path) -> dict:
     """One recording file's numbers (soak_windows.window_rows takes these)."""
-    sys.path.insert(0, str(ROOT))
-    from dpuprof.categories import NOT_WORK
-    from dpuprof.recording import load
-
     rec = load(path)
     agent_pid = rec.meta.get("recorder_pid")
     cat = rec.table("cpu_category")

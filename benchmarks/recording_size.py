@@ -23,6 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pandas as pd
+
 from dpuprof.recording import load
 from dpuprof.recording.schema import LATE_COLUMNS, SCHEMA_VERSION, TABLES
 from dpuprof.recording.writer import RecordingWriter
@@ -74,8 +76,6 @@ def rewrite(rec, out: Path, buckets: bool = True) -> None:
 
 def compare(a, b) -> list[str]:
     """Differences between the DataFrames of recordings ``a`` and ``b`` (empty: the same)."""
-    import pandas as pd
-
     diffs = []
     for table, cols in TABLES.items():
         x, y = a.table(table), b.table(table)

@@ -23,7 +23,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pandas as pd
+
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # dpuprof from this checkout, installed or not
+from dpuprof.recording import load  # noqa: E402
+
 # (column, lost kinds): map loss is what the stack-map fix is about; unwalkable is another loss.
 COLUMNS = (
     ("kernel_map", ("kernel_stack_collision", "kernel_stack_map_full")),
@@ -41,11 +46,6 @@ def loss_windows(path, window_s: float = 60.0):
     columns ``window`` (0, 1, ...), ``start_s`` (s since the start), ``samples`` (host CPU samples),
     and for each COLUMNS name the lost stack count and ``<name>_pct`` (% of samples): the ``*_old``
     columns for recordings with the old lumped kinds, the others otherwise."""
-    import pandas as pd
-
-    sys.path.insert(0, str(REPO))
-    from dpuprof.recording import load
-
     rec = load(path)
     iv = rec.table("intervals")
     t0 = float(iv["t_start"].min())

@@ -35,7 +35,7 @@ from dpuprof.record.load.probes import probe_dir  # noqa: E402
 
 
 def libz_path() -> str:
-    import zlib  # noqa: F401  (maps libz)
+    import zlib  # noqa: F401, PLC0415  (maps libz here, before /proc/self/maps is read)
     with open("/proc/self/maps") as fh:
         for line in fh:
             if "libz.so.1" in line:

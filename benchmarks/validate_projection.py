@@ -31,6 +31,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import json
+
 from validation import cells, report, runner, session  # noqa: E402
 
 BENCH = Path(__file__).resolve().parent
@@ -94,8 +96,6 @@ def load_verdict(args, load1: float) -> str | None:
 
 def reproject(args) -> int:
     """--reproject: the same measurements, the model of this checkout (see session.reproject)."""
-    import json
-
     path = Path(args.reproject)
     doc = json.loads(path.read_text())
     by_id = {c.id: c for c in cells.CELLS + cells.ENGINE_CELLS}

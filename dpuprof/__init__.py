@@ -25,7 +25,7 @@ _API = ("Run", "load", "project_run")
 
 def __getattr__(name):
     if name in _API:
-        from dpuprof import api
+        from dpuprof import api  # noqa: PLC0415 -- `import dpuprof` stays light: api (pandas) loads on first use
 
         value = getattr(api, name)
         globals()[name] = value  # later uses skip this hook

@@ -150,9 +150,9 @@ def project_run(run, dpu: str = "bluefield-3", **options):
     # dpuprof.load's 0.53 s (time python3 -c 'import dpuprof.api' with and without
     # dpuprof.project.assemble, 2-CPU VM), and until it is imported, the old spelling
     # dpuprof.project(run, dpu) fails with dpuprof.__getattr__'s message naming this function.
-    from dpuprof.project.assemble import build_projection
-    from dpuprof.project.inputs import from_recording
-    from dpuprof.project.profiles import load_profile
+    from dpuprof.project.assemble import build_projection  # noqa: PLC0415 -- the model: see the comment above
+    from dpuprof.project.inputs import from_recording  # noqa: PLC0415 -- the model: see the comment above
+    from dpuprof.project.profiles import load_profile  # noqa: PLC0415 -- the model: see the comment above
 
     if isinstance(run, (str, os.PathLike)):
         run = load(run)

@@ -19,11 +19,11 @@ class LiveLine:
         return self._live is not None
 
     def show(self, text: str, limit: int | None = None) -> None:
-        from rich.text import Text
+        from rich.text import Text  # noqa: PLC0415 -- loaded by `dpuprof --help`; rich.live ~21 ms
 
         if self._live is None:
-            from rich.console import Console
-            from rich.live import Live
+            from rich.console import Console  # noqa: PLC0415 -- loaded by `dpuprof --help`; rich.live ~21 ms
+            from rich.live import Live  # noqa: PLC0415 -- loaded by `dpuprof --help`; rich.live ~21 ms
 
             console = Console(file=self.stream, force_terminal=True, markup=False, highlight=False, emoji=False)
             self._live = Live(console=console, auto_refresh=False, transient=True,

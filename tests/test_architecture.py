@@ -2,11 +2,14 @@
 (function-level imports included): only dpuprof/record imports bcc, a stage imports only the
 stages before it (record -> recording -> project -> projection -> render), no module of dpuprof/
 or benchmarks/ takes part in an import cycle, and no module of dpuprof/ imports another's
-underscore-prefixed (private) name."""
+underscore-prefixed (private) name. Imports are at the top of modules (ruff's PLC0415, configured
+in pyproject.toml), except those kept in a function with a reason."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -183,3 +186,27 @@ def test_the_cycle_check_follows_from_package_import_submodule(tmp_path):
     assert graph["pkg.d"] == {"pkg.a"} and graph["pkg.c"] == {"pkg.a", "pkg.b"}
     assert _cycles(graph) == {frozenset({"pkg.a", "pkg.b", "pkg.c"})}
     assert (2, "pkg.b", "_x") in _resolved_imports("pkg.c", pkg / "c.py", modules)
+
+
+def _ruff(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    """``ruff check`` with the repository's configuration (ruff comes with the test extra);
+    --no-cache: nothing is written in the checkout."""
+    return subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--output-format", "concise",
+                           "--config", str(REPO / "pyproject.toml"), *args],
+                          cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def test_imports_are_at_the_top_of_modules():
+    """Every function-level import of dpuprof/ and benchmarks/ has its reason (pyproject.toml's
+    [tool.ruff]: a noqa with the reason, a per-file entry, or a module banned at module level)."""
+    proc = _ruff(cwd=REPO)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_ruff_check_flags_a_function_level_import(tmp_path):
+    probe = tmp_path / "m.py"
+    probe.write_text("def f():\n    import json\n    from bcc.libbcc import lib\n    import zlib  # noqa: PLC0415\n"
+                     "    return json, lib, zlib\n")
+    proc = _ruff("m.py", cwd=tmp_path)
+    found = [line.split(" ", 2)[:2] for line in proc.stdout.splitlines() if line.startswith("m.py")]
+    assert proc.returncode == 1 and found == [["m.py:2:5:", "PLC0415"]], proc.stdout + proc.stderr

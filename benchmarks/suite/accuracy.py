@@ -9,12 +9,17 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from dpuprof.categories import CATEGORIES
+from perfclass import classify_perf
+
+from dpuprof.categories import CATEGORIES, top_level
+from dpuprof.record.stacks.classify import Classifier, split_folded
+from dpuprof.recording import load
 
 from .config import TOGETHER, Config, log
 from .runner import BackgroundPerf, record_cmd, run_cmd, summarize
 from .stats import shares, worst_difference
 from .workloads import Tool, accuracy_tools, free_port
+
 
 def tool_pids(summary: dict, roots: set[int]) -> set[int]:
     """``roots`` and every process of the recording descended from one of them."""
@@ -35,10 +40,6 @@ def outside_category(rec: Path, pids: set[int], category: str, top: int = 3) -> 
     """Where a tool's samples outside its own category went: grouped by the frame whose rule
     decided them, with whether a frame of the tool's category sat further up the same stack (the
     leaf-most-rule principle then hid it). Shares are of the tool's samples."""
-    from dpuprof.categories import top_level
-    from dpuprof.record.stacks.classify import Classifier, split_folded
-    from dpuprof.recording import load
-
     r = load(rec)
     ss = r.table("stack_samples")
     ss = ss[ss["pid"].isin(pids)].groupby("stack_id")["samples"].sum()
@@ -78,8 +79,6 @@ def _unmatched(kframes: list[str], uframes: list[str]) -> str:
 def accuracy_run(kind: str, tools: list[Tool], T: int, scratch: Path, rep: int) -> list[dict]:
     """One `dpuprof record` of ``tools`` started together, with `perf record -a -g` on the same run:
     one row per tool (ground-truth, dpuprof and perf seconds and shares, their ratios)."""
-    from perfclass import classify_perf
-
     work = Path(tempfile.mkdtemp(prefix="acc-", dir=scratch))
     spec = {"tools": []}
     for tool in tools:

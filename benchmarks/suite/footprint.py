@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import tempfile
 import time
 from pathlib import Path
+
+from dpuprof.recording import load
 
 from .config import BENCH, PERF_RECORD, PYTHON, ROOT, Config, log
 from .losses import missed_events, recursion_shares, stack_loss_minutes
@@ -16,10 +19,9 @@ from .runner import BackgroundPerf, bpf_stats, record_cmd, run_cmd, summarize
 from .stats import median, rss_trend
 from .workloads import ddp_workload, iperf3_workload
 
+
 def rec_composition(path: Path) -> list[tuple[str, int]]:
     """Bytes per table and index of a recording (SQLite's dbstat), largest first."""
-    import sqlite3
-
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         rows = con.execute("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC").fetchall()
@@ -32,8 +34,6 @@ def rec_composition(path: Path) -> list[tuple[str, int]]:
 def rec_rows(path: Path) -> tuple[int, dict]:
     """A recording's distinct stacks, and its row counts: cpu_category (all, and the workload's),
     stack_samples, intervals, processes seen and the workload's processes."""
-    from dpuprof.recording import load
-
     loaded = load(path)
     cat_rows = loaded.table("cpu_category")
     wl_pids = set(loaded.workload_pids)

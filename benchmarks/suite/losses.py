@@ -7,6 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from stack_loss import COLUMNS, loss_windows
+
+from dpuprof.recording import load
+
 # The kinds judged against the stack-loss target: the maps' loss and other failed walks. An
 # unwalkable user stack (code without frame pointers) is a property of the workload's binaries,
 # reported beside them and never added in, so that it cannot mask map loss.
@@ -18,8 +22,6 @@ def stack_loss_minutes(rec: Path) -> dict:
     <kind>: lost stacks, <kind>_pct: % of that minute's host CPU samples} for the kinds of
     stack_loss.COLUMNS the recording has; and ``worst``, per kind, the minute with the largest share
     ({window, pct, count}; pct None when no minute had samples)."""
-    from stack_loss import COLUMNS, loss_windows
-
     df = loss_windows(rec)
     kinds = [name for name, _ in COLUMNS if name in df]
     windows = []
@@ -45,8 +47,6 @@ def worst_minutes(windows: list[dict], kinds: list[str]) -> dict:
 
 def missed_events(rec: Path) -> dict[str, int]:
     """{program: events skipped} from the recording's ``missed_<program>`` lost rows, summed."""
-    from dpuprof.recording import load
-
     lost = load(rec).table("lost")
     lost = lost[lost["kind"].str.startswith("missed_")]
     return {str(k)[len("missed_"):]: int(v) for k, v in lost.groupby("kind")["count"].sum().items()}

@@ -12,14 +12,15 @@ import subprocess
 import time
 from pathlib import Path
 
+from dpuprof import __version__
+from dpuprof.record.metadata import cpu_model
+
 from .config import ROOT
+
 
 def machine_info() -> dict:
     """Host, kernel, CPU model and count, memory (GiB), Python, dpuprof version and git commit, the
     tools' versions and the date (UTC)."""
-    from dpuprof import __version__
-    from dpuprof.record.metadata import cpu_model
-
     def cmd_out(cmd):
         try:
             return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=30).stdout.strip()

@@ -5,12 +5,16 @@ run-time statistics on for a run, and the command lines of each condition."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
 import threading
 import time
 from pathlib import Path
+
+from dpuprof.recording import load
+from dpuprof.recording.summary import summarize as _summarize
 
 from .config import DPUPROF, PERF_RECORD, ROOT
 
@@ -199,8 +203,6 @@ def prog_names() -> dict[int, str]:
     """{prog_id: name} of every loaded BPF program, from ``bpftool --json prog show`` (the full name
     from the program's BTF where it has one, else the kernel's 15-character name); {} without
     bpftool."""
-    import json
-
     try:
         out = subprocess.run(["bpftool", "--json", "prog", "show"], capture_output=True, text=True, timeout=30)
         return {int(p["id"]): p["name"] for p in json.loads(out.stdout or "[]") if "name" in p}
@@ -303,9 +305,6 @@ def record_cmd(out: Path, cmd: list[str], probes: str | None = None) -> list[str
 
 def summarize(path: Path) -> dict:
     """dpuprof's summary of the recording at ``path`` (dpuprof.recording.summary.summarize)."""
-    from dpuprof.recording import load
-    from dpuprof.recording.summary import summarize as _summarize
-
     return _summarize(load(path))
 
 

@@ -25,6 +25,9 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from dpuprof.agent.jobs import NO_JOB, OBSERVER_JOB, jobs_by_pid
+from dpuprof.project.assemble import build_projection
+from dpuprof.project.inputs import from_recording
+from dpuprof.project.profiles import load_profile
 
 
 def job_pids(processes, cpu, max_jobs: int, own_pid: int | None = None) -> dict:
@@ -45,9 +48,6 @@ def job_pids(processes, cpu, max_jobs: int, own_pid: int | None = None) -> dict:
 
 def project_jobs(rec, profiles: list, max_jobs: int) -> list[tuple]:
     """[(dpu name, Job, freed cores, {low, expected, high})] for the loaded Recording ``rec``."""
-    from dpuprof.project.assemble import build_projection
-    from dpuprof.project.inputs import from_recording
-
     base = from_recording(rec)
     out = []
     for job, pids in job_pids(rec.table("processes"), rec.table("cpu_category"), max_jobs,
@@ -66,8 +66,6 @@ class Projector:
     (and checked) at construction: a bad name is a UserError before the agent starts."""
 
     def __init__(self, dpus: list[str], node: str, registry: CollectorRegistry, max_jobs: int = 20):
-        from dpuprof.project.profiles import load_profile
-
         self.profiles = [(name, load_profile(name)) for name in dpus]
         self.node, self.max_jobs = node, max_jobs
         labels = ("dpu", "job_id", "job_kind", "node")

@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import errno
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
+from prometheus_client import start_http_server
+
+from dpuprof.agent.background import RotationWorker
+from dpuprof.agent.metrics import IntervalMetrics
 from dpuprof.agent.options import AgentOptions, light_probes
 from dpuprof.agent.rotate import directory_writer_factory
 from dpuprof.errors import UserError
-
-if TYPE_CHECKING:  # prometheus-client is imported once the privileges are known to be there
-    from dpuprof.agent.metrics import IntervalMetrics
+from dpuprof.record.load.probes import DEFAULT_PROBES
+from dpuprof.record.recorder import Options, Recorder
+from dpuprof.record.sources import make_source, release_freed_memory
+from dpuprof.record.workload.targets import Target
 
 
 @dataclass
@@ -31,8 +36,6 @@ class AgentResult:
 def serve_metrics(metrics: IntervalMetrics, listen: tuple[str, int]):
     """Serve ``metrics.registry`` at http://ADDR:PORT/metrics in a daemon thread (prometheus-client's
     server); UserError (one line) when the address cannot be bound. Returns the server."""
-    from prometheus_client import start_http_server
-
     addr, port = listen
     try:
         server, _thread = start_http_server(port, addr=addr, registry=metrics.registry)
@@ -48,26 +51,21 @@ def rotation_worker(opts: AgentOptions, metrics: IntervalMetrics, on_error: Call
     neither. Their series go in ``metrics.registry``; a push's failure is a line for ``on_error``."""
     tasks = []
     if opts.push:
-        from dpuprof.agent.push import Pusher
+        from dpuprof.agent.push import Pusher  # noqa: PLC0415 -- requests only with --push
 
         tasks.append(Pusher(opts.push, opts.node, metrics.registry, warn=on_error))
     if opts.project:
-        from dpuprof.agent.projecting import Projector
+        from dpuprof.agent.projecting import Projector  # noqa: PLC0415 -- pandas and the model only with --project
 
         tasks.append(Projector(opts.project, opts.node, metrics.registry))
     if not tasks:
         return None
-    from dpuprof.agent.background import RotationWorker
 
     return RotationWorker(tasks)
 
 
 def recorder_options(opts: AgentOptions):
     """The recorder's Options for ``opts``: system-wide, the light probe set unless ``probes``."""
-    from dpuprof.record.load.probes import DEFAULT_PROBES
-    from dpuprof.record.recorder import Options
-    from dpuprof.record.workload.targets import Target
-
     return Options(command=[], output=opts.directory, freq_hz=opts.freq_hz, interval_s=opts.interval_s,
                    probes=list(opts.probes) or light_probes(DEFAULT_PROBES), quiet=True, as_root=True,
                    target=Target(system_wide=True, duration_s=opts.duration_s), duty=opts.duty)
@@ -78,12 +76,8 @@ def run_agent(opts: AgentOptions, on_error: Callable[[str], None], on_ready: Cal
     """Record until SIGTERM/SIGINT (or ``duration_s``); the caller has blocked the stop signals
     (child.block_signals) before any thread starts, so the recorder takes them. ``on_ready`` gets
     one line once /metrics is served."""
-    from dpuprof.record.recorder import Recorder
-    from dpuprof.record.sources import make_source, release_freed_memory
-
     rec_opts = recorder_options(opts)
     make_source(rec_opts).check()  # privileges, bcc, host PID namespace: one line before anything starts
-    from dpuprof.agent.metrics import IntervalMetrics
 
     metrics = metrics or IntervalMetrics(opts.node, weight=opts.duty[1] / opts.duty[0] if opts.duty else 1.0)
     worker = rotation_worker(opts, metrics, on_error)  # a bad --project profile: UserError now

@@ -1,5 +1,6 @@
-"""The ``dpuprof`` command line. Subcommand modules import only click at load time, so ``--help``
-stays fast; each does its heavy imports (pandas, bcc, matplotlib) when it runs."""
+"""The ``dpuprof`` command line. Subcommand modules import only click (and modules ``--help`` loads
+anyway) at load time, so ``--help`` stays fast; each does its heavy imports (pandas, bcc,
+matplotlib) when it runs (pyproject.toml's [tool.ruff] per-file entry for dpuprof/cli/)."""
 
 from __future__ import annotations
 

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
+
+from dpuprof.errors import UserError
+from dpuprof.record.workload.child import block_signals
 
 EPILOG = """\b
 What /metrics holds (every series is labelled node=HOSTNAME):
@@ -106,14 +110,9 @@ def agent(directory, rotate, rotate_size, keep, listen, freq_hz, interval_s, pro
     Needs what dpuprof record -a needs (root, or the capabilities 'dpuprof doctor' names, and the
     host PID namespace). Deployment examples (systemd, Kubernetes DaemonSet, Slurm): deploy/.
     """
-    from pathlib import Path
-
-    from dpuprof.record.workload.child import block_signals
-
     block_signals()  # before the /metrics thread starts, so it inherits the mask: the recorder takes them
     from dpuprof.agent.options import AgentOptions, parse_duration, parse_duty, parse_listen, parse_push_url, parse_size
     from dpuprof.agent.run import run_agent
-    from dpuprof.errors import UserError
 
     rotate_s = None if rotate.strip().lower() == "off" else parse_duration(rotate)
     rotate_bytes = parse_size(rotate_size) if rotate_size else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -18,6 +19,4 @@ FORMAT_HELP = "Output format (default: terminal table on a TTY)."
 
 
 def echo_json(obj) -> None:
-    import json
-
     click.echo(json.dumps(obj, indent=2, sort_keys=False, allow_nan=False))

@@ -6,6 +6,8 @@ import sys
 
 import click
 
+from dpuprof.cli.common import echo_json
+
 EPILOG = """\b
 Examples:
   sudo dpuprof doctor
@@ -56,7 +58,6 @@ def doctor(fmt):
     tried, or MISSING. With tracefs unreadable, tracepoints are looked up in /proc/kallsyms instead.
     Exits 0 when `dpuprof record` can run with eBPF, 1 otherwise. Background: docs/kernel-notes.md.
     """
-    from dpuprof.cli.common import echo_json
     from dpuprof.record.doctor import privileges, run_checks
 
     checks = run_checks()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+from pathlib import Path
 
 import click
 
@@ -138,12 +140,10 @@ def record(ctx, output, pids, system_wide, cgroup, duration_s, freq_hz, interval
     Disk full (or another write error): one error line, the recording keeps every interval written
     so far, and COMMAND runs on to its end; dpuprof exits with its status, or 2 if that was 0.
     """
-    from pathlib import Path
-
     block_signals()  # from here on a stop signal is taken by the recorder, never lost half-way
-    from dpuprof.record.workload.outname import expand
     from dpuprof.record.recorder import Options, Recorder
     from dpuprof.record.status import StatusLine
+    from dpuprof.record.workload.outname import expand
     from dpuprof.record.workload.targets import make_target
 
     target = make_target(command, pids, system_wide, cgroup, duration_s)
@@ -186,8 +186,6 @@ def _speak(recorder, res, quiet: bool) -> int:
     """Say how the recording ended (stderr) and return dpuprof's exit status: the command's
     (128+N if signal N killed it), 0 without a command, 128+N when signal N stopped dpuprof before
     the command started, and 2 after a write error if the command's status was 0."""
-    import signal
-
     from dpuprof.record.workload.targets import STOP_TEXT
 
     if res.stopped_by is not None:

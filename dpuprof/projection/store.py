@@ -73,10 +73,10 @@ def _one_line(err) -> str:
 def validate(obj) -> Projection:
     """A Projection from a dict; ValueError with one line if it does not fit the schema."""
     # pydantic and the schema are imported here, not at load: a report finds its projection file
-    # through this module, and most reports have none to validate
-    from pydantic import ValidationError
+    # through this module, and most reports have none to validate; `dpuprof --help` loads it too
+    from pydantic import ValidationError  # noqa: PLC0415 -- the pydantic schema ~0.1 s, see above
 
-    from dpuprof.projection.schema import Projection
+    from dpuprof.projection.schema import Projection  # noqa: PLC0415 -- see above
 
     if isinstance(obj, Projection):
         return obj

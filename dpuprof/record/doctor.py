@@ -22,7 +22,9 @@ import re
 from pathlib import Path
 
 from dpuprof.record.load import probes as probemod
-from dpuprof.record.load.bcc_loader import INSTALL_HINT, bcc_available
+from dpuprof.record.load.bcc_loader import INSTALL_HINT, bcc_available, import_bcc
+from dpuprof.record.stacks import kallsyms
+from dpuprof.record.workload import privilege
 
 _PERF_TEST = """
 #include <uapi/linux/bpf_perf_event.h>
@@ -100,8 +102,6 @@ def privileges() -> dict:
     """This process's privileges for ``doctor --format json``: ``uid`` (effective), ``root`` (bool),
     ``cap_eff`` (the CapEff mask, hex), ``capabilities`` ({name: {"held": bool, "enables": text}})
     for each capability dpuprof uses (privilege.REPORTED)."""
-    from dpuprof.record.workload import privilege
-
     mask = privilege.effective()
     return {"uid": os.geteuid(), "root": os.geteuid() == 0, "cap_eff": f"{mask:016x}",
             "capabilities": {privilege.NAMES[c]: {"held": privilege.has(mask, c), "enables": privilege.ENABLES[c]}
@@ -116,9 +116,6 @@ def capability_checks(mask: int | None = None, kernel_last_cap: int | None = Non
     """One informational check per capability dpuprof uses (held or not, what it enables), then the
     required ones: "eBPF privileges" (CAP_BPF + CAP_PERFMON, or CAP_SYS_ADMIN) and "kernel symbols"
     (/proc/kallsyms addresses visible). ``mask`` defaults to this process's CapEff."""
-    from dpuprof.record.stacks import kallsyms
-    from dpuprof.record.workload import privilege
-
     mask = privilege.effective() if mask is None else mask
     last = privilege.last_cap() if kernel_last_cap is None else kernel_last_cap
     out = []
@@ -267,7 +264,6 @@ def _perf_event_check(can_compile: bool) -> dict:
         return _check(name, False, "not tried (needs eBPF privileges, bcc, headers and tracefs)",
                       "fix the lines above",
                       status="not tried")
-    from dpuprof.record.load.bcc_loader import import_bcc
     bcc = import_bcc()
     try:
         b = bcc.BPF(text=_PERF_TEST, cflags=probemod.CFLAGS)
@@ -286,7 +282,6 @@ def _optional_timing_checks(can_compile: bool) -> list[dict]:
     if not can_compile:
         return [_check("kprobe", False, "not tried", "", required=False, status="not tried"),
                 _check("fentry/fexit", False, "not tried", "", required=False, status="not tried")]
-    from dpuprof.record.load.bcc_loader import import_bcc
     bcc = import_bcc()
     out = []
     try:

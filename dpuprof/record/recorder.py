@@ -21,17 +21,18 @@ from pathlib import Path
 from typing import Callable
 
 from dpuprof.errors import UserError
-from dpuprof.record.workload import child as childmod
-from dpuprof.record.stacks import perfmap
-from dpuprof.record.metadata import host_metadata
-from dpuprof.record.workload.procfs import namespaces
-from dpuprof.record.sources import Source, make_source
-from dpuprof.record.workload.targets import Target, Workload
 from dpuprof.record.drain.cost import RecorderCpu
-from dpuprof.record.duty import DutyCycle
 from dpuprof.record.drain.gpu import GpuTelemetry
 from dpuprof.record.drain.iocounters import IoCounters
 from dpuprof.record.drain.telemetry import HostTelemetry, ProcessTelemetry, is_process, process_info
+from dpuprof.record.drain.threads import ThreadRecorder
+from dpuprof.record.duty import DutyCycle
+from dpuprof.record.metadata import host_metadata
+from dpuprof.record.sources import Source, make_source
+from dpuprof.record.stacks import perfmap
+from dpuprof.record.workload import child as childmod
+from dpuprof.record.workload.procfs import namespaces
+from dpuprof.record.workload.targets import Target, Watched, Workload, stop_reason
 from dpuprof.recording.output import check_output
 from dpuprof.recording.writer import RecordingWriter, staged_writer
 
@@ -153,7 +154,6 @@ class Recorder:
             return self._stopped_before_start(sig, None)
         self.host, self.procs, self.gpu = HostTelemetry(), ProcessTelemetry(), GpuTelemetry()
         self.io = IoCounters({"net_io", "block_io"} - self.source.probe_tables(), self._workload_pids())
-        from dpuprof.record.drain.threads import ThreadRecorder
         self.threads = ThreadRecorder(self.source.sched_wait_maps(),
                                       started=None if self.work.target.command else time.time())
         owner = (self.user.uid, self.user.gid) if self.user else None
@@ -248,8 +248,6 @@ class Recorder:
     def _finish(self, writer, recording_ok: bool) -> RunResult:
         """Close the recording and the probes. A command still running (the --duration window
         closed) is left for ``wait_for_command``; attached processes are left as they are."""
-        from dpuprof.record.workload.targets import Watched, stop_reason
-
         child = self.child
         reason = stop_reason(child)
         if recording_ok:

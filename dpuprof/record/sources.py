@@ -27,9 +27,27 @@ from typing import Protocol
 from dpuprof.categories import NOT_WORK
 from dpuprof.errors import UserError
 from dpuprof.record.drain.accounting import CpuRow, HostTimes, cpu_category_rows
+from dpuprof.record.drain.cost import ProbeCost
+from dpuprof.record.drain.execs import ExecWatcher
+from dpuprof.record.drain.maps import (
+    BlockDrainer,
+    LostDrainer,
+    NetDrainer,
+    SampleDrainer,
+    SockDrainer,
+    SoftirqDrainer,
+    TreeDrainer,
+)
+from dpuprof.record.drain.threads import SchedWaitMaps
+from dpuprof.record.load import attach, uprobes
+from dpuprof.record.load import probes as probemod
+from dpuprof.record.load.bcc_loader import import_bcc
+from dpuprof.record.stacks.classify import Classifier
 from dpuprof.record.stacks.perfmap import ENV as PYTHON_ENV
 from dpuprof.record.stacks.perfmap import python_frames_status
-from dpuprof.record.workload.procfs import all_pids
+from dpuprof.record.stacks.symbols import Symbolizer
+from dpuprof.record.workload.privilege import require_for_bpf
+from dpuprof.record.workload.procfs import all_pids, in_host_pidns
 
 # Every this many drains, the per-process BPF map sock_stats loses the entries of processes that
 # have exited: one listing of /proc (~1 ms for 300 processes) instead of one per interval; the
@@ -172,11 +190,8 @@ class BpfSource:
     def check(self) -> None:
         """Capabilities (root, or CAP_BPF + CAP_PERFMON and friends), bcc and the host PID
         namespace, or one UserError line saying what to do."""
-        from dpuprof.record.workload.privilege import require_for_bpf
         require_for_bpf()  # capabilities, not uid 0: one line naming what is missing (privilege.py)
-        from dpuprof.record.load.bcc_loader import import_bcc
         import_bcc()
-        from dpuprof.record.workload.procfs import in_host_pidns
         if not in_host_pidns():
             raise UserError("dpuprof runs in a PID namespace other than the host's, and the eBPF probes "
                             "report host PIDs: run the container with the host PID namespace "
@@ -197,17 +212,10 @@ class BpfSource:
 
     def load(self, work) -> None:
         """Compile and attach the probes and build one drainer per loaded probe."""
-        from dpuprof.record.load import probes as probemod
-        from dpuprof.record.load.bcc_loader import import_bcc
-
         bcc = import_bcc()
         wanted = self._wanted(probemod)
         loaded = probemod.start_load(bcc.BPF, wanted)  # compiles in a child process from here
         # Work that needs no probes, done while they compile (the command waits for the compile).
-        from dpuprof.record.stacks.classify import Classifier
-        from dpuprof.record.drain.maps import (BlockDrainer, LostDrainer, NetDrainer, SampleDrainer,
-                                          SockDrainer, SoftirqDrainer, TreeDrainer)
-        from dpuprof.record.stacks.symbols import Symbolizer
 
         try:
             classifier = Classifier(extra=self.opts.rules)
@@ -235,24 +243,19 @@ class BpfSource:
         self.samples = SampleDrainer(bpf, symbolizer, classifier, self.opts.python_frames)
         if work.target.system_wide:
             bpf["exec_all"][ct.c_int(0)] = ct.c_uint32(1)  # every process's symbols are resolved
-        from dpuprof.record.drain.execs import ExecWatcher
         self.execs = ExecWatcher(bpf["execs"], symbolizer.capture).start()
         self.softirq = SoftirqDrainer(bpf) if "softirq" in used else None
         self.block = BlockDrainer(bpf) if "block_io" in used else None
         self.net = NetDrainer(bpf) if "net_dev" in used else None
         self.sock = SockDrainer(bpf) if "sock_io" in used else None
         self.lost = LostDrainer(bpf, used)
-        from dpuprof.record.drain.cost import ProbeCost
         self.cost = ProbeCost(bpf)  # turns BPF run-time statistics on until close()
         if "uprobes" in used:
-            from dpuprof.record.load import uprobes
             self.uprobes = uprobes.start(bpf, os.getpid(), codecs=self.opts.codec_uprobes)
             work.also_seed.append((bpf["wl"], 1))  # attached trees are uprobe members too
 
     def _attach_sampler(self) -> None:
         """The cpu-clock perf event on every CPU at ``freq_hz``, running ``on_sample``."""
-        from dpuprof.record.load.bcc_loader import import_bcc
-
         bcc = import_bcc()
         self.bpf.attach_perf_event(ev_type=bcc.PerfType.SOFTWARE, ev_config=bcc.PerfSWConfig.CPU_CLOCK,
                                    fn_name="on_sample", sample_freq=self.opts.freq_hz, cpu=-1)
@@ -260,9 +263,6 @@ class BpfSource:
     def pause(self) -> None:
         """Detach every probe (the duty cycle's off part: no program runs, so they cost nothing);
         the programs and maps stay loaded with their contents, which the next drain reads."""
-        from dpuprof.record.load import attach
-        from dpuprof.record.load.bcc_loader import import_bcc
-
         bcc = import_bcc()
         self.bpf.detach_perf_event(ev_type=bcc.PerfType.SOFTWARE, ev_config=bcc.PerfSWConfig.CPU_CLOCK)
         self._detached, self._detaching = attach.detach_events(self.bpf)  # closes still waiting: resume, close
@@ -272,8 +272,6 @@ class BpfSource:
         interval starts now. The maps that hold when something in flight began (a CPU's last
         switch, a softirq's entry, an IO's issue) are emptied first, so that nothing is charged
         the paused time. UserError (one line) when the kernel refuses an attachment."""
-        from dpuprof.record.load import attach
-
         self._detaching()
         for name in IN_FLIGHT_MAPS:
             try:
@@ -310,7 +308,6 @@ class BpfSource:
         return self.tree.parents() if self.bpf is not None else None
 
     def sched_wait_maps(self):
-        from dpuprof.record.drain.threads import SchedWaitMaps
         return SchedWaitMaps(self.bpf) if "sched_wait" in self.used else None
 
     def probe_tables(self) -> set[str]:
@@ -390,9 +387,8 @@ def _sample_totals(rows: list[CpuRow]) -> tuple[int, Counter]:
 
 def release_freed_memory() -> None:
     """Return freed heap to the OS (glibc keeps it by default), keeping the recorder's RSS low."""
-    import ctypes
     try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        ct.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):
         pass
 

@@ -25,9 +25,9 @@ def fail(path, why: str):
 def check_types(path, table, df):
     """``df`` (one table read from ``path``) with text columns as str ("" for NULL) and the rest as
     numbers (NaN for NULL where a column allows missing values); damage raises ``UserError``."""
-    import pandas as pd
+    import pandas as pd  # noqa: PLC0415 -- pandas: the recorder and agent import dpuprof.recording without it
 
-    from pandas.api.types import infer_dtype, is_bool_dtype, is_numeric_dtype
+    from pandas.api.types import infer_dtype, is_bool_dtype, is_numeric_dtype  # noqa: PLC0415 -- pandas: the recorder and agent import dpuprof.recording without it
 
     for col in df.columns:
         s = df[col]

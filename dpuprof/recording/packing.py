@@ -118,7 +118,7 @@ def unpack_many(blobs: list[bytes]):
     and of how many ids each blob holds; None when some blob is not a whole number of ids of at
     most ``_MAX_BYTES`` bytes (decode those with ``unpack_ids`` for the error). The same ids as
     ``unpack_ids`` blob by blob, decoded in a few array passes instead of a Python loop per byte."""
-    import numpy as np
+    import numpy as np  # noqa: PLC0415 -- numpy: the recorder and agent import dpuprof.recording without it
 
     lens = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs))
     data = np.frombuffer(b"".join(blobs), dtype=np.uint8)

@@ -14,8 +14,10 @@ this process, so that an error is raised as in a serial run.
 
 from __future__ import annotations
 
+import atexit
 import os
 import pickle
+import threading
 
 from dpuprof.render.parallel import cpus
 
@@ -67,7 +69,6 @@ def prestart(workers: int | None = None) -> None:
     global _warm
     if _warm is not None or (workers or cpus()) < 2 or not hasattr(os, "fork"):
         return
-    import atexit
 
     specs_r, specs_w = os.pipe()
     pngs_r, pngs_w = os.pipe()
@@ -90,8 +91,6 @@ def prestart(workers: int | None = None) -> None:
 def _serve(specs_fd: int, pngs_fd: int) -> None:
     """The pre-started worker: import matplotlib while reading its charts (pickled {index: chart};
     nothing when the report needs none), then draw them and send {index: png} back."""
-    import threading
-
     status = 1
     try:
         importer = threading.Thread(target=_import_charts, daemon=True)

@@ -11,6 +11,12 @@ from __future__ import annotations
 import io
 import re
 
+from rich import box
+from rich.console import Console
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
+
 #: wide enough that no table of the report wraps a cell (numbers are never split over lines)
 WIDTH = 240
 _CTRL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -28,10 +34,6 @@ def table(header: list[str], rows: list[list[str]], right=(), max_w: int = 48, i
     cells longer than ``max_w`` cut with '…', a rule under the header, ``indent`` spaces left.
     An empty ``header``: no header row (columns from the first row). ``min_widths``: column ->
     its least width (a bar column keeps its width when every bar is short)."""
-    from rich import box
-    from rich.padding import Padding
-    from rich.table import Table
-
     t = Table(box=box.SIMPLE_HEAD, show_header=bool(header), show_edge=False, pad_edge=False, padding=(0, 1),
               collapse_padding=True, header_style="bold")
     right, min_widths = set(right), min_widths or {}
@@ -45,8 +47,6 @@ def table(header: list[str], rows: list[list[str]], right=(), max_w: int = 48, i
 
 def styled(text: str, style: str | None = None):
     """``text`` (cleaned, never read as markup) as rich Text with ``style`` ("bold", "dim", "yellow")."""
-    from rich.text import Text
-
     return Text(clean(text), style=style or "")
 
 
@@ -54,8 +54,6 @@ def to_text(parts, color: bool = False, width: int = WIDTH) -> str:
     """Render ``parts`` (str, rich Text or other renderables), one after another, to text; ANSI
     styles only when ``color``. Strings and Text are printed as they are (no markup, no
     highlighting, never wrapped); tables are laid out in ``width`` columns."""
-    from rich.console import Console
-
     out = io.StringIO()
     console = Console(file=out, width=width, force_terminal=color, color_system="standard" if color else None,
                       markup=False, highlight=False, emoji=False, soft_wrap=False)

@@ -12,6 +12,7 @@ from html import escape
 
 import pandas as pd
 
+from dpuprof.categories import INFRASTRUCTURE
 from dpuprof.recording.folded import split as split_frames
 from dpuprof.render.palette import color
 
@@ -162,8 +163,6 @@ def flame_svg(tree: Node, title: str, *, diff: bool = False, unit: str = "sample
 
 
 def tax_svg(stacks: pd.DataFrame, title: str = "Infrastructure tax", svg_id: str = "flame-tax") -> str:
-    from dpuprof.categories import INFRASTRUCTURE
-
     return flame_svg(build_tree(stacks, INFRASTRUCTURE, root="infrastructure"), title, svg_id=svg_id)
 
 

@@ -105,7 +105,7 @@ def job_speedup(views, projections: list[NodeProjection]) -> JobBrief | None:
 
 def _sum_by_category(projs: list) -> dict:
     """{category: CategoryTotals summed over the nodes}, in first-seen order."""
-    from dpuprof.projection.schema import CategoryTotals
+    from dpuprof.projection.schema import CategoryTotals  # noqa: PLC0415 -- the pydantic schema (~0.1 s) only for a job's projection
 
     rows = [{"name": name, **{a: getattr(r, a) for a in _AMOUNTS}} for p in projs for name, r in p.by_category.items()]
     if not rows:
@@ -116,7 +116,7 @@ def _sum_by_category(projs: list) -> dict:
 
 def _sum_totals(projs: list):
     """The nodes' ``totals`` added up, field by field (CPU seconds, rounded to 6 digits)."""
-    from dpuprof.projection.schema import Totals
+    from dpuprof.projection.schema import Totals  # noqa: PLC0415 -- the pydantic schema (~0.1 s) only for a job's projection
 
     return Totals(**{k: round(sum(getattr(p.totals, k) for p in projs), 6) for k in Totals.model_fields})
 
@@ -128,7 +128,7 @@ def _unique(texts) -> list[str]:
 def job_projection(views):
     """(the job's Projection, for the job view's tables and charts; warnings). None unless every
     node has a projection."""
-    from dpuprof.projection.schema import CoresForAI, Host, Projection, Speedup
+    from dpuprof.projection.schema import CoresForAI, Host, Projection, Speedup  # noqa: PLC0415 -- the pydantic schema (~0.1 s) only for a job's projection
 
     projs = [v.projection for v in views]
     if all(p is None for p in projs) or any(p is None for p in projs):

@@ -23,10 +23,16 @@ import numpy as np
 import pandas as pd
 
 from dpuprof.categories import IDLE, NOT_WORK
-from dpuprof.render.observer import cost as observer_cost, line as observer_line
 from dpuprof.errors import UserError
 from dpuprof.recording.reader import Recording
 from dpuprof.recording.schema import TABLES
+from dpuprof.recording.summary import summarize
+from dpuprof.render.job import build_job
+from dpuprof.render.job_projection import job_projection
+from dpuprof.render.losses import from_recording, warning
+from dpuprof.render.losses import from_recording as losses_of
+from dpuprof.render.observer import cost as observer_cost
+from dpuprof.render.observer import line as observer_line
 from dpuprof.render.run_summary import RunSummary
 from dpuprof.render.view import RECORDER_LABEL, RunView, cat_totals, recorder_pid
 
@@ -105,9 +111,6 @@ def split_pid(pid) -> tuple[int, int]:
 def job_summary(job: Recording, views: list[RunView]) -> dict:
     """The summary contract of :func:`dpuprof.recording.summary.summarize`, computed once on the
     combined Recording ``job``; processes carry ``node`` (a view's name) and their own pid."""
-    from dpuprof.recording.summary import summarize
-    from dpuprof.render.losses import from_recording as losses_of
-
     names = [v.name for v in views]
     summary = summarize(job)
     for p in summary["processes"]:
@@ -165,9 +168,6 @@ def _node_starts(views: list[RunView]) -> list[float]:
 def merge_views(views: list[RunView], why_not_one_job: str | None = None) -> RunView:
     """The job view of ``views`` (one per node, each with its ``recording``). ``why_not_one_job``:
     the identity check's reason when the user merged unrelated recordings with --merge."""
-    from dpuprof.render.job import build_job
-    from dpuprof.render.job_projection import job_projection
-
     if len({v.category_split for v in views}) > 1:
         raise UserError("cannot merge recordings with and without the category split "
                         "(BPF and psutil mode); record every node the same way")
@@ -215,8 +215,6 @@ _JOB_LEVEL = ("data lost in the kernel", "the recorder itself used", "the record
 def _job_warnings(job: Recording, summary: dict, views: list[RunView]) -> list[str]:
     """The job's losses and recorder cost, then each node's other warnings, one line per distinct
     text: 'all nodes: ...' or 'a, b: ...'."""
-    from dpuprof.render.losses import from_recording, warning
-
     out = [w for w in [warning(from_recording(job)), observer_line(summary.get("observer_cost"))] if w]
     own = summary["recorder"]["cpu_s"]
     if job.category_split and own > 0 and job.duration_s:

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from dpuprof.categories import CATEGORIES, INFRASTRUCTURE, NOT_WORK
+from dpuprof.recording.window import STEP_KINDS
 from dpuprof.render.memo import per_recording
 
 #: Said wherever per-step CPU is shown.
@@ -82,8 +83,6 @@ class StepsView:
 
 def step_marks(markers: pd.DataFrame) -> tuple[str, int, int, np.ndarray] | None:
     """(kind, pid, ranks, sorted unix times) of the step markers to use, or None (fewer than two)."""
-    from dpuprof.recording.window import STEP_KINDS
-
     for kind in STEP_KINDS:
         m = markers[markers["kind"] == kind] if not markers.empty else markers
         if len(m) < 2:

@@ -14,14 +14,15 @@ window inside a bucket still has its stacks (at the bucket's resolution, not the
 
 from __future__ import annotations
 
+import numpy as np
+
 from dpuprof.recording.reader import Recording
+from dpuprof.recording.window import choose, parse_range
 
 
 def choose_window(rec: Recording, requested):
     """The :class:`dpuprof.recording.window.Window` of ``rec`` for ``requested`` ((start, end) s or
     "steady"). UserError when an explicit range holds no interval."""
-    from dpuprof.recording.window import choose
-
     return choose(rec.table("intervals"), rec.table("cpu_category"), rec.workload_pids,
                   rec.table("markers"), requested)
 
@@ -50,8 +51,6 @@ def _prorated_buckets(ss, keep: set, buckets: dict):
     """``stack_samples`` (interval, pid, stack_id, samples) for the intervals in ``keep``; a
     bucket row (interval < buckets["before"]) holds intervals [interval, interval +
     buckets["intervals"]) and keeps the share of its samples that fell inside, rounded."""
-    import numpy as np
-
     before, width = int(buckets["before"]), int(buckets["intervals"])
     iv = ss["interval"].to_numpy()
     share = np.where(iv < before, 0.0, ss["interval"].isin(keep).to_numpy().astype(float))
@@ -67,6 +66,5 @@ def windowed(rec: Recording, time_range: str | None) -> Recording:
     """``rec`` cut to ``--time time_range`` (None: the whole recording)."""
     if not time_range:
         return rec
-    from dpuprof.recording.window import parse_range
 
     return cut(rec, choose_window(rec, parse_range(time_range)))

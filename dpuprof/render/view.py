@@ -8,6 +8,7 @@ tables; a job of several nodes adds a merged view, built from the nodes' tables 
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -16,9 +17,13 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from dpuprof.categories import CATEGORIES, IDLE, INFRASTRUCTURE, NOT_WORK, OBSERVER
+from dpuprof.errors import UserError
 from dpuprof.recording.folded import SEP, escape
 from dpuprof.recording.meta import RecordingMeta
+from dpuprof.recording.summary import summarize
+from dpuprof.render.losses import from_recording as losses_of
 from dpuprof.render.notes import RECORDER_LABEL, run_notes, with_projection
+from dpuprof.render.observer import cost as observer_cost
 from dpuprof.render.run_summary import RunSummary
 
 if TYPE_CHECKING:  # annotations only: pydantic is imported when a projection file is read
@@ -159,8 +164,6 @@ class Report:
 
 def require_stacks(report: "Report", fmt: str) -> None:
     """Stack exports need classified stack samples: refuse clearly when a run has none."""
-    from dpuprof.errors import UserError
-
     for v in report.runs:
         if not v.category_split:
             raise UserError(f"{v.name} has no stack samples (psutil mode): --format {fmt} needs a "
@@ -286,8 +289,6 @@ def workload_label(meta: RecordingMeta) -> str:
     """How reports name the workload: the command line (``(host-wide)`` added for ``-a -- CMD``),
     ``every process (system-wide)``, ``attached to pid N (its command line)`` or ``cgroup PATH``;
     from the recording's ``workload``, ``command``, ``attached`` and ``cgroup`` metadata."""
-    import shlex
-
     kind = meta.workload
     if kind == "system-wide":
         return "every process (system-wide)"
@@ -305,10 +306,6 @@ def workload_label(meta: RecordingMeta) -> str:
 
 def build_view(rec, projection: Projection | None = None, projection_warnings=(), name: str | None = None) -> RunView:
     """Derive the RunView of a loaded Recording (and its projection, if any)."""
-    from dpuprof.recording.summary import summarize
-    from dpuprof.render.losses import from_recording as losses_of
-    from dpuprof.render.observer import cost as observer_cost
-
     summary = summarize(rec)
     # additions to the recording summary contract: the losses as shares, the recorder's own CPU and,
     # with --time, the window the report covers

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import ctypes as ct
 
+from dpuprof.record.load.uprobe_link import programs
+
 
 class _ProgInfo(ct.Structure):
     # The stable UAPI layout of struct bpf_prog_info (include/uapi/linux/bpf.h) up to
@@ -45,7 +47,6 @@ def _infos(bpf):
     get_info = lib.bpf_obj_get_info
     get_info.argtypes = [ct.c_int, ct.c_void_p, ct.POINTER(ct.c_uint32)]
     get_info.restype = ct.c_int
-    from dpuprof.record.load.uprobe_link import programs
 
     out = []
     fds = [(name, fn.fd) for name, fn in bpf.funcs.items()] + list(programs(bpf).items())

@@ -11,6 +11,8 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
+from dpuprof.record.load import uprobe_link
+
 
 def cleanup_in_parallel(bpf, cleanup) -> None:
     """``bpf.cleanup()``, closing the tracepoints' perf events and the uprobe links together first.
@@ -23,8 +25,6 @@ def cleanup_in_parallel(bpf, cleanup) -> None:
     libbcc's bpf_detach_tracepoint, which bcc calls after the close, does nothing.
     """
     from bcc.libbcc import lib  # bcc is importable: a BPF object exists
-
-    from dpuprof.record.load import uprobe_link
 
     links, programs = uprobe_link.take_all(bpf)
     closes = [functools.partial(lib.bpf_close_perf_event_fd, fd) for fd in bpf.tracepoint_fds.values()]

@@ -7,6 +7,7 @@ any CPython 3 when its dist-packages directory is reachable; it is appended (nev
 
 from __future__ import annotations
 
+import ctypes
 import glob
 import sys
 
@@ -54,8 +55,6 @@ def release_compiler_pages() -> int:
     Only read-only mappings without private (copied-on-write) pages are advised MADV_DONTNEED:
     those pages are the file's own, still in the page cache, and fault back in unchanged if a
     later compile (a probe's fallback) runs the code again. Relocated data is never touched."""
-    import ctypes
-
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         with open("/proc/self/smaps") as fh:

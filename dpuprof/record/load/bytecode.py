@@ -6,10 +6,13 @@ bcc wrote into them, which are another process's or another load's fds."""
 
 from __future__ import annotations
 
+import base64
 import ctypes as ct
 import os
 import platform
 import struct
+
+from dpuprof.record.load.uprobe_link import BPF_TRACE_UPROBE_MULTI
 
 _BPF_PROG_LOAD = 5
 _BPF_PROG_TYPE_KPROBE = 2
@@ -19,8 +22,6 @@ _SYS_BPF = {"x86_64": 321, "aarch64": 280}  # the bpf(2) syscall number
 def of_function(mod, name: bytes) -> str | None:
     """Function ``name``'s bytecode in bcc module ``mod``, base64 (as the child and the cache
     carry it in JSON); None when the module has no such function."""
-    import base64
-
     from bcc.libbcc import lib
 
     start = lib.bpf_function_start(mod, name)
@@ -79,8 +80,6 @@ class _ProgLoadAttr(ct.Structure):
 def load_uprobe_multi(insns: bytes, name: str, license: bytes) -> int:
     """Program ``insns`` loaded as a uprobe-multi program (what uprobe_link._load_multi makes
     from bcc's module, for a caller that has only the bytecode); its fd, or -1 with errno set."""
-    from dpuprof.record.load.uprobe_link import BPF_TRACE_UPROBE_MULTI
-
     code, lic = ct.create_string_buffer(insns, len(insns)), ct.create_string_buffer(license)
     attr = _ProgLoadAttr(prog_type=_BPF_PROG_TYPE_KPROBE, insn_cnt=len(insns) // 8, insns=ct.addressof(code),
                          license=ct.addressof(lic), prog_name=name.encode("latin-1")[:15],

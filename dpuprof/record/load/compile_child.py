@@ -26,12 +26,16 @@ from __future__ import annotations
 
 import atexit
 import base64
+import ctypes as ct
+import functools
 import json
 import os
 import socket
 import struct
 
 from dpuprof.errors import UserError
+from dpuprof.record.load import attach, bytecode, uprobe_link
+from dpuprof.record.load.bcc_loader import release_compiler_pages
 
 INPROCESS_ENV = "DPUPROF_COMPILE_INPROCESS"
 
@@ -58,7 +62,7 @@ def start(bpf_cls, wanted: list[str], load_fn, perf_event_funcs: tuple[str, ...]
 
     if bpf_cls is not bcc.BPF or _set(INPROCESS_ENV):
         return Pending(lambda: load_fn(bpf_cls, wanted))
-    from dpuprof.record.load import probe_cache
+    from dpuprof.record.load import probe_cache  # noqa: PLC0415 -- cycle compile_child -> probe_cache -> probes (KNOWN_CYCLES)
 
     where = probe_cache.directory()
     key = probe_cache.cache_key(wanted) if where is not None else None
@@ -76,7 +80,6 @@ def start(bpf_cls, wanted: list[str], load_fn, perf_event_funcs: tuple[str, ...]
         finally:
             os._exit(code)
     theirs.close()
-    from dpuprof.record.load.bcc_loader import release_compiler_pages
 
     release_compiler_pages()  # the pages the dynamic loader touched importing bcc, while the child compiles
     return Pending(lambda: _collect(pid, ours, lambda: load_fn(bpf_cls, wanted)))
@@ -116,10 +119,6 @@ def _rebuild(state: dict, fds: list[int]):
         raise UserError(state["user_error"])
     bpf = None
     if state["bpf"]:
-        import functools
-
-        from dpuprof.record.load import attach
-
         bpf = shipped_class()(state, fds)
         bpf.cleanup = functools.partial(attach.cleanup_in_parallel, bpf, bpf.cleanup)  # as probes._build
     return bpf, state["used"], state["unavailable"]
@@ -139,7 +138,7 @@ def _child(bpf_cls, wanted, load_fn, perf_event_funcs, sock, cache=None) -> None
         state.update(_describe(bpf, perf_event_funcs, fds))
     _send(sock, state, fds)
     if cache is not None and bpf is not None:
-        from dpuprof.record.load import probe_cache
+        from dpuprof.record.load import probe_cache  # noqa: PLC0415 -- cycle compile_child -> probe_cache -> probes (KNOWN_CYCLES)
 
         try:
             probe_cache.store(*cache, probe_cache.capture(bpf, state, fds))
@@ -172,7 +171,6 @@ def _describe(bpf, perf_event_funcs, fds: list[int]) -> dict:
                      "flags": lib.bpf_table_flags_id(mod, i), "max_entries": lib.bpf_table_max_entries_id(mod, i),
                      "key": s(lib.bpf_table_key_desc(mod, name) or b""),
                      "leaf": s(lib.bpf_table_leaf_desc(mod, name) or b""), "fields": fields})
-    from dpuprof.record.load import uprobe_link
 
     return {"maps": maps, "load_errors": errors, "multi_refused": multi_refused, "code": code,
             "license": s(lib.bpf_module_license(mod)), "kern_version": lib.bpf_module_kern_version(mod),
@@ -190,8 +188,6 @@ def _preload(bpf, perf_event_funcs) -> tuple[dict[str, str], str | None, dict[st
     a link is refused, and is then loaded by the parent from that bytecode (``load_func``)."""
     from bcc import BPF
     from bcc.libbcc import lib
-
-    from dpuprof.record.load import bytecode, uprobe_link
 
     errors: dict[str, str] = {}
     multi_refused = None
@@ -218,8 +214,6 @@ def _preload(bpf, perf_event_funcs) -> tuple[dict[str, str], str | None, dict[st
 
 def _table_names(mod) -> list[bytes]:
     """The module's map names, in map-id order (libbcc exports these; bcc's Python declares neither)."""
-    import ctypes as ct
-
     from bcc.libbcc import lib
 
     lib.bpf_num_tables.restype, lib.bpf_num_tables.argtypes = ct.c_ulonglong, [ct.c_void_p]
@@ -310,7 +304,6 @@ def _make_shipped_class():
             self._license, self._kern_version = b(state["license"]), state["kern_version"]
             self._map_fds = [fds[m["fd"]] for m in state["maps"]]
             self._fd_map = {m["child_fd"]: fds[m["fd"]] for m in state["maps"]}
-            from dpuprof.record.load import uprobe_link
 
             uprobe_link.programs(self).update({b(n): fds[i] for n, i in state["multi"]})
             if state["multi_refused"] and state["multi_refused"] not in uprobe_link._unsupported:
@@ -348,7 +341,6 @@ def _make_shipped_class():
             if name not in self._code:
                 why = self._load_errors.get(name, "not loaded by the compile child")
                 raise Exception(f"cannot load {name}: {why}")
-            from dpuprof.record.load import bytecode
 
             insns = bytecode.relocate(base64.b64decode(self._code[name]), self._fd_map)
             fd = bytecode.prog_load(prog_type, func_name, insns, self._license, self._kern_version)

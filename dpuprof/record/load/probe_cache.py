@@ -31,6 +31,8 @@ import platform
 import stat
 from pathlib import Path
 
+from dpuprof.record.load import bytecode
+
 ENV = "DPUPROF_PROBE_CACHE"
 FORMAT = 1
 _LOADER_MODULES = ("probes.py", "compile_child.py", "probe_cache.py", "attach.py", "uprobe_link.py", "btf.py")
@@ -47,7 +49,7 @@ def cache_key(wanted: list[str]) -> str:
     """A hex digest of what the load of ``wanted`` depends on (see the module docstring)."""
     from bcc import __version__ as bcc_version
 
-    from dpuprof.record.load import probes
+    from dpuprof.record.load import probes  # noqa: PLC0415 -- cycle compile_child -> probe_cache -> probes (KNOWN_CYCLES)
 
     here = Path(__file__).parent
     sources = hashlib.sha256()
@@ -81,8 +83,6 @@ def capture(bpf, state: dict, fds: list[int]) -> dict | None:
     each program's bytecode). None when the load has something a replay would not redo (a kprobe,
     perf-event or other attachment bcc made), or when a tracepoint's program cannot be named."""
     from bcc.libbcc import lib
-
-    from dpuprof.record.load import bytecode
 
     if any(getattr(bpf, attr, None) for attr in ("kprobe_fds", "uprobe_fds", "kfunc_entry_fds", "kfunc_exit_fds",
                                                   "lsm_fds", "open_perf_events")):
@@ -190,8 +190,6 @@ def replay(where: Path, key: str) -> tuple[dict, list[int]] | None:
 def _load(entry: dict, fds: list[int]) -> dict:
     """Create the maps, load and attach the programs of ``entry``; their fds are appended to ``fds``."""
     from bcc.libbcc import lib
-
-    from dpuprof.record.load import bytecode
 
     def keep(fd: int, what: str) -> int:
         if fd < 0:

@@ -12,14 +12,17 @@ probes themselves are in probes/uprobes.bpf.c; methods and costs in docs/uprobes
 from __future__ import annotations
 
 import ctypes as ct
+import importlib.util
 import os
 import re
 import time
 from dataclasses import dataclass
 
+from dpuprof.errors import UserError
 from dpuprof.marker import MARK_MAGIC
-from dpuprof.record.workload import procfs
+from dpuprof.record.drain.maps import Cumulative
 from dpuprof.record.load import uprobe_link
+from dpuprof.record.workload import procfs
 
 # Function ids and library ids: keep in step with probes/uprobes.bpf.c.
 FUNCS = {0: ("allreduce", None), 1: ("inflate", "decompress"), 2: ("deflate", "compress"),
@@ -70,8 +73,6 @@ DEFAULT_MAX_HZ = 2000.0
 
 def max_hits_per_s() -> float:
     """The detach threshold: ``DPUPROF_UPROBE_MAX_HZ`` (a positive number) or DEFAULT_MAX_HZ."""
-    from dpuprof.errors import UserError
-
     raw = os.environ.get(MAX_HZ_ENV, "").strip()
     if not raw:
         return DEFAULT_MAX_HZ
@@ -158,7 +159,6 @@ class UprobeSession:
         self._marks: list[tuple] = []
         self._marks_lost = 0
         self.bpf["marks"].open_perf_buffer(self._on_mark, page_cnt=64, lost_cb=self._on_lost)
-        from dpuprof.record.drain.maps import Cumulative
         self.cum = {"coll": Cumulative(), "codec": Cumulative(), "lost": Cumulative(), "hits": Cumulative()}
 
     def _on_mark(self, _cpu, data, _size):
@@ -356,11 +356,10 @@ def known_paths() -> set[str]:
     cryptography packages (found without importing them) and the libz/libcrypto it maps itself.
     Attaching them now catches calls made before the first drain; uprobes follow the file, so
     any process that maps it later is covered (the BPF side keeps only the workload's)."""
-    import importlib.util
-    import zlib  # noqa: F401  (maps libz.so.1 into this process where the module links it)
+    import zlib  # noqa: F401, PLC0415  (maps libz.so.1 into this process where the module links it)
 
     try:
-        import _hashlib  # noqa: F401  (maps libcrypto)
+        import _hashlib  # noqa: F401, PLC0415  (maps libcrypto)
     except ImportError:
         pass
     with open("/proc/self/maps") as fh:

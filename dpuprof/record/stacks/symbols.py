@@ -20,6 +20,7 @@ import os
 
 from dpuprof.record.lru import Lru
 from dpuprof.record.stacks.elfsyms import ElfSymbols
+from dpuprof.record.stacks.kallsyms import KernelSymbols
 from dpuprof.record.stacks.perfmap import PerfMap, frame_name, read_code, return_offset
 from dpuprof.recording.folded import escape
 
@@ -158,7 +159,6 @@ def _kernel_resolver(bpf_cls):
     dpuprof.record.stacks.kallsyms (bcc resolves no kernel address unless euid is 0)."""
     if os.geteuid() == 0:
         return lambda addr: bpf_cls.ksym(addr).decode("utf-8", "replace")
-    from dpuprof.record.stacks.kallsyms import KernelSymbols
 
     return KernelSymbols().name
 

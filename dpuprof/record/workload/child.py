@@ -161,7 +161,7 @@ class Child:
 def _unblock_signals():
     signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED)
     # A recorder run with ambient capabilities (not root) must not pass them on to the command.
-    from dpuprof.record.workload.privilege import clear_ambient
+    from dpuprof.record.workload.privilege import clear_ambient  # noqa: PLC0415 -- loaded by `dpuprof --help`; privilege (ctypes) ~5 ms
 
     clear_ambient()
 

@@ -20,8 +20,12 @@ when capability N is held.
 
 from __future__ import annotations
 
+import ctypes
 import os
 from dataclasses import dataclass
+
+from dpuprof.errors import UserError
+from dpuprof.record.stacks.kallsyms import addresses_visible
 
 CAP_DAC_READ_SEARCH = 2
 CAP_SYS_PTRACE = 19
@@ -156,8 +160,6 @@ def clear_ambient() -> bool:
     capabilities. Meant for the recorded command between fork and exec: a recorder started with
     ``setpriv --ambient-caps`` or systemd AmbientCapabilities= would otherwise hand CAP_BPF etc. to
     the workload. Lowering these sets needs no privilege. False if a call failed."""
-    import ctypes
-
     class Header(ctypes.Structure):
         _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 
@@ -181,9 +183,6 @@ def clear_ambient() -> bool:
 def require_for_bpf() -> None:
     """Raise UserError with one line naming the missing capability when this process may not record
     with eBPF; return quietly otherwise (uid 0 with its usual capabilities passes)."""
-    from dpuprof.errors import UserError
-    from dpuprof.record.stacks.kallsyms import addresses_visible
-
     mask = effective()
     for verdict in (bpf_verdict(mask, last_cap()), tracefs_verdict(unreadable_tracefs()),
                     kallsyms_verdict(addresses_visible())):

@@ -20,7 +20,12 @@ import time
 from dataclasses import dataclass, field
 
 from dpuprof.errors import UserError
+from dpuprof.record.drain.maps import descendants
+from dpuprof.record.drain.telemetry import process_info
+from dpuprof.record.workload import child as childmod
 from dpuprof.record.workload import procfs
+from dpuprof.record.workload.child import resolve_command
+
 
 @dataclass(frozen=True)
 class Target:
@@ -180,12 +185,8 @@ class Workload:
         command can be run by ``user`` (child.resolve_command: a typo exits 127 here), the -p
         processes exist, the cgroup exists."""
         if self.target.command:
-            from dpuprof.record.workload.child import resolve_command
-
             resolve_command(self.target.command[0], user)
         if self.target.pids:
-            from dpuprof.record.drain.telemetry import process_info
-
             self.roots = check_pids(self.target.pids, self.recorder_pid)
             for pid in self.roots:  # read now: a root may exit while the probes compile
                 info = process_info(pid)
@@ -197,8 +198,6 @@ class Workload:
     def start(self, user, term_after_s: float, kill_after_s: float, env_extra: dict | None = None):
         """Launch the command (``child.Child``, ``env_extra`` added to its environment) or start
         watching (``Watched``)."""
-        from dpuprof.record.workload import child as childmod
-
         if self.target.command:
             self.child = childmod.Child(list(self.target.command), user, term_after_s, kill_after_s,
                                         env_extra=env_extra)
@@ -286,7 +285,6 @@ class Workload:
                 self._refresh_cgroup()
             now = set()
             if parents is not None:
-                from dpuprof.record.drain.maps import descendants
                 for root in self.roots:
                     now |= descendants(parents, root)
             else:

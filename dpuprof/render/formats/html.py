@@ -22,15 +22,21 @@ import math
 import struct
 from functools import lru_cache
 
+import jinja2
 from markupsafe import Markup
 
 from dpuprof import __version__
 from dpuprof.categories import INFRASTRUCTURE
-from dpuprof.render import offload_modes, tables as T
+from dpuprof.render import chartpool, offload_modes, templates
+from dpuprof.render import job as J
+from dpuprof.render import tables as T
+from dpuprof.render.figures import charts_for
+from dpuprof.render.flame import diff_svg, tax_svg
 from dpuprof.render.formats import html_sections as S
+from dpuprof.render.formats.html_check import check_context
 from dpuprof.render.formats.json_format import data_for
-from dpuprof.render.view import Report, RunView
 from dpuprof.render.output import Rendered
+from dpuprof.render.view import Report, RunView
 
 
 def _finite(obj):
@@ -71,10 +77,6 @@ def csp(script: str) -> str:
 @lru_cache(maxsize=1)
 def environment():
     """The Jinja2 environment over the template folder; autoescape on for every template."""
-    import jinja2
-
-    from dpuprof.render import templates
-
     return jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates.template_dir())),
                               autoescape=True, undefined=jinja2.StrictUndefined,
                               trim_blocks=True, lstrip_blocks=True)
@@ -175,9 +177,6 @@ def method(views: list[RunView]) -> list[str]:
 def start_charts(report: Report):
     """Start drawing the report's charts (in worker processes: :mod:`dpuprof.render.chartpool`);
     ``charts`` collects them."""
-    from dpuprof.render import chartpool
-    from dpuprof.render.figures import charts_for
-
     return chartpool.start(charts_for(report), report.workers)
 
 
@@ -195,8 +194,6 @@ def run_context(v: RunView, flame_title: str | None = None, svg_id: str = "flame
                 gpu_heading: str = "GPU") -> dict:
     """What the sections need of one run; ``flame_svg`` is None without a category split; window,
     gpu and steps are None for a merged total (each node has its own)."""
-    from dpuprof.render.flame import tax_svg
-
     svg = Markup(tax_svg(v.stacks, flame_title, svg_id=svg_id)) if flame_title and v.category_split else None
     return {"name": v.name, "meta": meta_items(v), "warnings": v.warnings, "kpis": kpis(v),
             "vendor": vendor_table(v), "breakdown": breakdown(v), "flame_svg": svg,
@@ -206,10 +203,6 @@ def run_context(v: RunView, flame_title: str | None = None, svg_id: str = "flame
 
 
 def _compare_context(report: Report) -> dict:
-    from dpuprof.render.flame import diff_svg
-
-    from dpuprof.render.formats.html_check import check_context
-
     a, b = report.runs
     check = check_context(report.check)
     if check and check.get("svg"):
@@ -228,8 +221,6 @@ def _compare_context(report: Report) -> dict:
 def _job_context(jv) -> dict | None:
     """The job view's identity, spread, stragglers and projections (render/job.py); None when the
     merged recordings are not one job (--merge)."""
-    from dpuprof.render import job as J
-
     if jv is None:
         return None
     return {"identity": jv.identity, "stragglers": J.straggler_lines(jv),
@@ -266,8 +257,6 @@ def context(report: Report, progress=None, pending=None) -> dict:
 
 
 def render_html(report: Report, progress=None) -> str:
-    from dpuprof.render import templates
-
     pending = start_charts(report)  # drawn by workers while everything else is built here
     ctx = context(report, progress, pending)
     if progress and report.kind != "compare":

@@ -5,6 +5,9 @@ run.html place; the templates escape it (Jinja2 autoescape).
 
 from __future__ import annotations
 
+from dpuprof.render.causes import HEADER, TOP, cause_frame, cause_rows
+from dpuprof.render.gpu import gpu_view
+from dpuprof.render.steps import steps_view
 from dpuprof.render.view import RunView
 
 #: per-step rows shown in the HTML table (all of them are in the JSON)
@@ -39,7 +42,6 @@ def gpu_context(v: RunView, figure, heading: str = "GPU") -> dict | None:
     ``figure``: html.py's figure builder."""
     if v.recording is None:
         return None
-    from dpuprof.render.gpu import gpu_view
 
     gpu, note = gpu_view(v.recording)
     if gpu is None:
@@ -74,7 +76,6 @@ def steps_context(v: RunView) -> dict | None:
     MAX_STEP_ROWS; all are in the JSON); None without step markers or for a merged total."""
     if v.recording is None:
         return None
-    from dpuprof.render.steps import steps_view
 
     sv = steps_view(v.recording)
     if sv is None:
@@ -98,7 +99,6 @@ def causes_context(v: RunView) -> dict | None:
     """Kernel work by its user-space cause (render/causes.py) as a table dict; None without causes."""
     if v.recording is None:
         return None
-    from dpuprof.render.causes import HEADER, TOP, cause_frame, cause_rows
 
     rows = cause_rows(cause_frame(v.recording))
     return {"header": HEADER, "rows": rows, "num_cols": (2, 3), "top": TOP} if rows else None

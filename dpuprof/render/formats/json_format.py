@@ -16,8 +16,12 @@ from __future__ import annotations
 
 import json
 
-from dpuprof.render.view import Report
+from dpuprof.render.causes import as_records, cause_frame
+from dpuprof.render.compare import comparison_json
+from dpuprof.render.gpu import gpu_view
 from dpuprof.render.output import Rendered
+from dpuprof.render.steps import steps_view
+from dpuprof.render.view import Report
 
 
 def summary_data(v) -> dict:
@@ -37,9 +41,6 @@ def run_data(v) -> dict:
     """A run's summary plus its GPU and per-step views (where it has its recording)."""
     if v.recording is None:  # a merged cluster total: each node carries its own
         return summary_data(v)
-    from dpuprof.render.causes import as_records, cause_frame
-    from dpuprof.render.gpu import gpu_view
-    from dpuprof.render.steps import steps_view
 
     gpu, note = gpu_view(v.recording)
     steps = steps_view(v.recording)
@@ -52,8 +53,6 @@ def run_data(v) -> dict:
 
 def data_for(report: Report) -> dict:
     """The JSON object for ``report`` (also embedded in the HTML report)."""
-    from dpuprof.render.compare import comparison_json
-
     if report.kind == "single":
         return run_data(report.main)
     out = {"kind": report.kind, "runs": [run_data(v) for v in report.runs]}

@@ -10,9 +10,15 @@ from __future__ import annotations
 import re
 from html import escape
 
+from dpuprof.render import chartpool
+from dpuprof.render import check_rows as C
+from dpuprof.render import job as J
 from dpuprof.render import tables as T
-from dpuprof.render.view import Report, RunView
+from dpuprof.render.figures import charts_for
+from dpuprof.render.gpu import device_lines, gpu_view, process_lines
 from dpuprof.render.output import Rendered
+from dpuprof.render.steps import steps_view
+from dpuprof.render.view import Report, RunView
 
 _MD = re.compile(r"([\\`*_\[\]|#])")
 
@@ -51,8 +57,6 @@ def _gpu_and_steps(v: RunView, level: str) -> list[str]:
     """The GPU beside the host (or the "no GPU recorded" line) and the per-step summary."""
     if v.recording is None:  # a merged cluster total: each node shows its own
         return []
-    from dpuprof.render.gpu import device_lines, gpu_view, process_lines
-    from dpuprof.render.steps import steps_view
 
     gpu, note = gpu_view(v.recording)
     out = [f"{level} GPU", ""] + ([md(note)] if gpu is None else
@@ -65,8 +69,6 @@ def _gpu_and_steps(v: RunView, level: str) -> list[str]:
 
 def _check(chk) -> list[str]:
     """The projection check of a comparison (render/check_rows.py), or why it was not made."""
-    from dpuprof.render import check_rows as C
-
     if chk is None:
         return []
     if not chk.made:
@@ -79,8 +81,6 @@ def _check(chk) -> list[str]:
 
 def _job(jv) -> list[str]:
     """The job view's identity, spread, stragglers and projections (render/job.py)."""
-    from dpuprof.render import job as J
-
     if jv is None:
         return []
     return [f"Job: {md(jv.identity)}", "", "## Spread between nodes", "",
@@ -92,9 +92,6 @@ def _job(jv) -> list[str]:
 def render(report: Report, *, stem: str | None = None, progress=None, color: bool = False) -> Rendered:
     """``stem``: the output file's name without ``.md`` (the PNGs are named after it); None when
     writing to standard output, where there is nowhere to put images."""
-    from dpuprof.render import chartpool
-    from dpuprof.render.figures import charts_for
-
     specs = charts_for(report) if stem is not None else []
     pending = chartpool.start(specs, report.workers)  # drawn by workers while the text is built here
     lines = [f"# dpuprof report: {md(report.title)}", ""]

@@ -40,8 +40,9 @@ import pandas as pd
 
 from dpuprof.categories import CATEGORIES, NOT_WORK
 from dpuprof.recording.folded import leaf
-from dpuprof.render.view import RECORDER_LABEL, Report, RunView, recorder_pid
+from dpuprof.render.gpu import gpu_view
 from dpuprof.render.output import Rendered
+from dpuprof.render.view import RECORDER_LABEL, Report, RunView, recorder_pid, workload_stack_samples
 
 HOST_PID = 0
 PID_STRIDE = 1 << 22
@@ -101,8 +102,6 @@ def _gpu_events(rec, clock: _Clock, pid: int) -> list[dict]:
     """Per GPU (dpuprof/render/gpu.py) two counter tracks on the host: ``gpu N util (%)`` and
     ``gpu N memory (MiB)`` {used, total}, stamped with the intervals' times as the CPU tracks are.
     A refused NVML field is left out of its event rather than drawn as 0."""
-    from dpuprof.render.gpu import gpu_view
-
     gpu, _ = gpu_view(rec)
     if gpu is None:
         return []
@@ -197,8 +196,6 @@ def _thread_events(rec, clock: _Clock, shift: int, known: set[int]) -> list[dict
 
 
 def _stack_events(rec, clock: _Clock, shift: int, known: set[int]) -> list[dict]:
-    from dpuprof.render.view import workload_stack_samples
-
     ss = workload_stack_samples(rec)
     ss = ss[ss["pid"].isin(known) & ss["interval"].isin(clock.iv.index)]
     st = rec.table("stacks")

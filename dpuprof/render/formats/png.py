@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dpuprof.render.view import Report
+from dpuprof.render.figures import charts_for
 from dpuprof.render.output import Rendered
+from dpuprof.render.view import Report
 
 
 def render(report: Report, *, stem: str | None = None, progress=None, color: bool = False) -> Rendered:
     from dpuprof.render.charts import dashboard, to_png
-    from dpuprof.render.figures import charts_for
 
     specs = charts_for(report)
     if progress:

@@ -68,7 +68,7 @@ def _stacks(report: Report) -> pd.DataFrame:
 def build_profile(report: Report):
     """The ``perftools.profiles.Profile`` message of ``report`` (not yet serialised)."""
     try:
-        from dpuprof.render.formats.pprof_schema import profile_class
+        from dpuprof.render.formats.pprof_schema import profile_class  # noqa: PLC0415 -- a missing protobuf is one error line
     except ImportError:
         raise UserError("--format pprof needs the protobuf package: pip install protobuf") from None
     v = report.main

@@ -16,6 +16,8 @@ import re
 from functools import lru_cache
 from importlib import resources
 
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
 PROTO = "profile.proto"
 PACKAGE = "perftools.profiles"
 
@@ -36,8 +38,6 @@ def _statements(text: str) -> list[str]:
 def file_descriptor(text: str):
     """``profile.proto`` text -> ``FileDescriptorProto``. ValueError on anything this reader does
     not understand (nested messages, enums, oneofs, maps), rather than a wrong schema."""
-    from google.protobuf import descriptor_pb2
-
     fdp = descriptor_pb2.FileDescriptorProto(name=PROTO)
     msg = None
     F = descriptor_pb2.FieldDescriptorProto
@@ -76,8 +76,6 @@ def _camel(name: str) -> str:
 @lru_cache(maxsize=1)
 def messages() -> dict:
     """{message name: class} for every message of the vendored profile.proto (Profile, Sample, ...)."""
-    from google.protobuf import descriptor_pool, message_factory
-
     text = resources.files("dpuprof.render.formats").joinpath(PROTO).read_text(encoding="utf-8")
     fdp = file_descriptor(text)
     pool = descriptor_pool.DescriptorPool()

@@ -9,6 +9,7 @@ validated into one). Tables are laid out by rich (dpuprof.render.console); plain
 from __future__ import annotations
 
 from dpuprof.projection.schema import Projection
+from dpuprof.projection.store import validate
 from dpuprof.render import offload_modes
 from dpuprof.render.console import clean, styled, table, to_text
 
@@ -21,8 +22,6 @@ def render_terminal(proj: Projection | dict, color: bool = False) -> str:
     """The projection's tables and notes as terminal text (ANSI styles only when ``color``).
     ValueError (one line) when a dict does not fit the Projection schema."""
     if not isinstance(proj, Projection):
-        from dpuprof.projection.store import validate
-
         proj = validate(proj)
     parts: list = []
     for section in (_header, _categories, _offloads, _capacity, _speedup, _allreduce, _sweep, _notes):

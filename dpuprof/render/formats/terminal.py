@@ -6,11 +6,15 @@ hostile process name cannot send escape sequences to the user's terminal.
 
 from __future__ import annotations
 
-
 from dpuprof.categories import CATEGORIES
+from dpuprof.render import check_rows as C
+from dpuprof.render import job as J
 from dpuprof.render import tables as T
+from dpuprof.render.causes import HEADER, cause_frame, cause_rows
 from dpuprof.render.console import clean, styled, table, to_text
+from dpuprof.render.gpu import device_lines, gpu_view, process_lines
 from dpuprof.render.output import Rendered
+from dpuprof.render.steps import steps_view
 from dpuprof.render.view import Report, RunView
 
 BAR_W = 28
@@ -89,8 +93,6 @@ def gpu_and_steps(v: RunView, st: Style) -> list[str]:
     """The GPU beside the host (or the one "no GPU recorded" line) and the per-step summary."""
     if v.recording is None:  # a merged cluster total
         return []
-    from dpuprof.render.gpu import device_lines, gpu_view, process_lines
-    from dpuprof.render.steps import steps_view
 
     gpu, note = gpu_view(v.recording)
     out = ["", st.bold("GPU")] + ([f"  {clean(note)}"] if gpu is None else
@@ -98,7 +100,6 @@ def gpu_and_steps(v: RunView, st: Style) -> list[str]:
     steps = steps_view(v.recording)
     if steps is not None:
         out += ["", st.bold("Per step"), f"  {clean(steps.summary_line())}"]
-    from dpuprof.render.causes import HEADER, cause_frame, cause_rows
 
     causes = cause_rows(cause_frame(v.recording))
     if causes:
@@ -135,8 +136,6 @@ def render_text(report: Report, color: bool = False) -> str:
 
 def check_lines(chk, st: Style) -> list:
     """The projection check of a comparison (render/check_rows.py), or why it was not made."""
-    from dpuprof.render import check_rows as C
-
     if chk is None:
         return []
     if not chk.made:
@@ -149,8 +148,6 @@ def check_lines(chk, st: Style) -> list:
 
 def job_lines(jv, st: Style) -> list[str]:
     """The job view's spread, stragglers and projections (render/job.py)."""
-    from dpuprof.render import job as J
-
     out = ["", st.bold("Spread between nodes"), text_table(J.SPREAD_HEADER, J.spread_rows(jv), right=(1, 2, 3))]
     out += ["", st.bold("Stragglers")] + ["  " + clean(ln) for ln in J.straggler_lines(jv)]
     out += ["", st.bold("Projection per node and for the job"),
