@@ -115,16 +115,11 @@ def test_hooks_reads_which_programs_bcc_attached():
                                  "block_io": "raw_tracepoint"}
 
     class WithSchedWait(Bpf):  # the interrupt edges, attached by name under "event/function"
-        funcs = {**Bpf.funcs, b"sw_irq_enter": 8, b"sw_irq_exit": 9}
-        raw_tracepoint_fds = {b"softirq_entry": 10, b"softirq_entry/sw_irq_enter": 11,
-                              b"irq_handler_exit/sw_irq_exit": 12}
+        funcs = {**Bpf.funcs, b"raw_tracepoint__sched_waking": 8, b"sw_hardirq_enter": 9, b"sw_hardirq_exit": 10}
+        raw_tracepoint_fds = {b"softirq_entry": 11, b"irq_handler_entry/sw_hardirq_enter": 12,
+                              b"irq_handler_exit/sw_hardirq_exit": 13}
 
     assert probes.hooks(WithSchedWait)["sched_wait"] == "raw_tracepoint"
-
-    class Classic(WithSchedWait):
-        raw_tracepoint_fds = {b"softirq_entry": 10}
-
-    assert probes.hooks(Classic)["sched_wait"] == "tracepoint"
 
 
 def test_raw_tracepoint_support_is_the_kernel_version_checked_once(fake_btf):
