@@ -8,9 +8,9 @@ combined program fails, so one bad probe never costs the others.
 A probe may ``need`` another (its maps are shared by name in the combined program; compiled alone
 it is compiled with what it needs), and may attach functions to tracepoints by name (``attach``).
 
-One program per hot event: sched_switch and softirq entry and exit each run one
+One program per hot event: softirq entry and exit each run one
 program, ``probes/hot_events.bpf.c``, appended to every build with ``HOOK_<probe>`` defined for
-the probes in it; it calls each probe's hook (``uprobes_on_switch``, ``sched_wait_irq_enter``,
+the probes in it; it calls each probe's hook (``softirq_on_entry``, ``sched_wait_irq_enter``,
 ...), so a probe that needs one of those events defines a hook instead of a program of its own.
 
 Hooks: the hot events, net_dev, block_io and sched_wait's interrupt edges (the functions it
@@ -101,7 +101,11 @@ PROBES = (
                                             ("NET_SKB_DEV_OFF", "sk_buff", "dev"),
                                             ("NET_DEV_NAME_OFF", "net_device", "name")))),
     Probe("sock_io", "sock_io.bpf.c", ("sock:sock_send_length", "sock:sock_recv_length")),
-    Probe("uprobes", "uprobes.bpf.c", ("task:task_newtask", "syscalls:sys_enter_getpgid")),  # record/load/uprobes.py
+    # record/load/uprobes.py; a call's on-CPU time from the thread's task (two offsets from BTF;
+    # without them cpu_ns is 0)
+    Probe("uprobes", "uprobes.bpf.c", ("task:task_newtask", "syscalls:sys_enter_getpgid"),
+          raw=RawVariant("UP_TASK_CLOCK", (("UP_RUNTIME_OFF", "task_struct", "se.sum_exec_runtime", 8),
+                                           ("UP_EXEC_START_OFF", "task_struct", "se.exec_start", 8)))),
     # Waits measured at each wake-up from the wakee's own counters (probes/sched_wait.bpf.c): no
     # program on sched_switch; the task fields' offsets come from BTF, so there is no classic
     # tracepoint version.
@@ -120,13 +124,11 @@ PROBES = (
           attach=(("irq:irq_handler_entry", "sw_hardirq_enter"), ("irq:irq_handler_exit", "sw_hardirq_exit"),
                   ("timer:hrtimer_expire_entry", "sw_hrtimer_enter"), ("timer:hrtimer_expire_exit", "sw_hrtimer_exit"))),
 )
-# The one program on each hot event (probes/hot_events.bpf.c): its raw version reads the pid of
-# the task switching in (or woken) at task_struct.pid, and needs sched_switch's prev_state
-# argument (Linux 5.18).
+# The one program on each hot event (probes/hot_events.bpf.c): softirq entry and exit; their raw
+# versions read only the vector, so they need raw tracepoints and nothing from BTF.
 HOT_EVENTS = "hot_events.bpf.c"
-HOT_RAW = RawVariant("HOT_RAW_TP", (("TASK_PID_OFF", "task_struct", "pid", 4),))
-HOT_RAW_SINCE = (5, 18)
-HOT_EVENT_NAMES = {"sched_switch", "softirq_entry", "softirq_exit"}
+HOT_RAW = RawVariant("HOT_RAW_TP")
+HOT_EVENT_NAMES = {"softirq_entry", "softirq_exit"}
 PROBE_NAMES = tuple(p.name for p in PROBES)
 REQUIRED = ("proc_tree", "cpu_sample")  # without these there is no workload or category split
 # Probes with a program on every packet, block request or softirq: what they count, the kernel
@@ -264,11 +266,9 @@ def hot_source(probes: list[Probe], defines: str | None = None) -> str:
 
 
 def hot_defines(bpf_cls, release: str | None = None) -> str | None:
-    """The hot events' raw-version defines where this kernel (or ``release``) and its BTF allow
-    them, else None (classic tracepoints)."""
-    m = re.match(r"(\d+)\.(\d+)", release or os.uname().release)
-    recent = m is not None and (int(m[1]), int(m[2])) >= HOT_RAW_SINCE
-    return raw_defines(Probe("hot_events", HOT_EVENTS, raw=HOT_RAW), bpf_cls, recent)[0]
+    """The hot events' raw-version defines where this kernel (or ``release``) has raw
+    tracepoints, else None (classic tracepoints)."""
+    return raw_defines(Probe("hot_events", HOT_EVENTS, raw=HOT_RAW), bpf_cls, kernel_has_raw_tracepoints(release))[0]
 
 
 def hooks(bpf) -> dict[str, str]:
