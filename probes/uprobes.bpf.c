@@ -13,20 +13,21 @@
 //           marks       PERF_OUTPUT {tgid, tid, kind, ns}: one event per marker hit
 //           hits        PERCPU_ARRAY [lib * 8 + fn] -> entry hits of every process, workload or not
 //                             (user space detaches a target hit too often: each hit is a trap)
-//           tclock      LRU_HASH tid -> on-CPU clock of a thread inside a probed call: acc ns
-//                             on the CPU up to its last switch-out, since = entry time in the
-//                             current run (0: since its switch-in), depth = calls in flight
-//           tclock_live ARRAY [0] -> tclock entries made minus those deleted: while 0 (no probed
-//                             call in flight, or only evicted ones) a switch skips the lookup
-//           last_switch PERCPU_ARRAY [0] -> when this CPU last switched tasks
 //           up_lost     ARRAY [0] stats map full, [1] inflight map full,
 //                             [2] all-reduce whose payload size failed the layout cross-check
 // Hooks:    uprobe/uretprobe pairs attached by dpuprof/record/load/uprobes.py once a workload process
 //           maps the library; tracepoint syscalls:sys_enter_getpgid (dpuprof.mark_step's marker);
 //           tracepoint task:task_newtask (workload membership; proc_tree owns sched_process_fork);
-//           sched:sched_switch through uprobes_on_switch, called by the one sched_switch program
-//           (probes/hot_events.bpf.c): on-CPU time of a call; the task switching out is the current
-//           one, so no kernel struct is read.
+//           no program on sched_switch: a call's on-CPU time is the calling thread's own CPU clock
+//           at return less at entry, read from its task (below).
+// CPU clock: the scheduler's se.sum_exec_runtime is brought up to date only at a tick or a
+//           switch, so a thread's CPU time now is sum_exec_runtime + (the CPU's task clock now -
+//           se.exec_start). The task clock is per CPU and lags bpf_ktime_get_ns by the steal time
+//           that CPU accumulated (a VM; 1.4 and 1.8 s on the two vCPUs of the development VM), an
+//           offset that cancels between entry and return on the same CPU. A call that returns on
+//           another CPU than it entered on gets the difference of the two sum_exec_runtime
+//           readings (each up to a tick stale). Offsets from the running kernel's BTF
+//           (UP_TASK_CLOCK, dpuprof/record/load/probes.py); without BTF cpu_ns is 0 (unknown).
 // Overhead: a uprobe hit is a trap into the kernel (~1-3 us each, twice with its uretprobe), so
 //           only calls made at most thousands of times a second are probed (docs/uprobes.md).
 #include <uapi/linux/ptrace.h>
@@ -45,19 +46,15 @@
 #define KIND_DDP_STEP 1
 
 struct fly_key { u32 tid; u32 fn; };
-struct fly_val { u64 ts; u64 cpu0; u64 bytes; u64 strm; u64 total_in; };
+struct fly_val { u64 ts; u64 cpu0; u64 sum0; u64 bytes; u64 strm; u64 total_in; u32 cpu; u32 pad; };
 struct coll_key { u32 tgid; u32 tid; u32 op; u32 pad; };
 struct coll_val { u64 count; u64 bytes; u64 ns; };
 struct codec_key { u32 tgid; u32 lib; u32 fn; u32 pad; };
 struct codec_val { u64 calls; u64 bytes; u64 ns; u64 cpu_ns; };
-struct tclock { u64 acc; u64 since; u64 depth; };
 struct mark_ev { u32 tgid; u32 tid; u32 kind; u32 pad; u64 ns; };
 
 BPF_HASH(wl, u32, u32, 65536);
 BPF_HASH(inflight, struct fly_key, struct fly_val, 16384);
-BPF_TABLE("lru_hash", u32, struct tclock, tclock, 16384);
-BPF_PERCPU_ARRAY(last_switch, u64, 1);
-BPF_ARRAY(tclock_live, s64, 1);
 BPF_HASH(coll_stats, struct coll_key, struct coll_val, 4096);
 BPF_HASH(codec_stats, struct codec_key, struct codec_val, 4096);
 BPF_PERF_OUTPUT(marks);
@@ -114,39 +111,19 @@ int on_ddp_step(struct pt_regs *ctx) {
     return 0;
 }
 
-static inline u64 cpu_last_switch(void) {
-    int zero = 0;
-    u64 *last = last_switch.lookup(&zero);
-    return last ? *last : 0;
-}
+// The calling thread's CPU clock (see "CPU clock" above): {sum_exec_runtime, that + the time
+// since exec_start in bpf_ktime_get_ns terms}; both 0 without BTF.
+struct cpu_clock { u64 sum; u64 now; };
 
-// A tracked thread's on-CPU ns so far: what it ran before its last switch-out, plus this run.
-static inline u64 clock_now(struct tclock *c, u64 now) {
-    u64 from = cpu_last_switch();
-    if (c->since > from)
-        from = c->since;
-    return c->acc + (now > from ? now - from : 0);
-}
-
-static inline void tclock_count(s64 change) {
-    int zero = 0;
-    s64 *live = tclock_live.lookup(&zero);
-    if (live)
-        __sync_fetch_and_add(live, change);
-}
-
-// sched_switch's hook: thread `tid` (the current task) leaves the CPU at `now`.
-static inline void uprobes_on_switch(u64 now, u32 tid) {
-    int zero = 0;
-    s64 *live = tclock_live.lookup(&zero);
-    if (!live || *live > 0) {  // else no thread is inside a probed call: nothing to stop
-        struct tclock *c = tclock.lookup(&tid);
-        if (c) {
-            c->acc = clock_now(c, now);  // before last_switch moves: its run started there
-            c->since = 0;
-        }
-    }
-    last_switch.update(&zero, &now);
+static inline struct cpu_clock thread_clock(u64 now) {
+    struct cpu_clock c = {};
+#ifdef UP_TASK_CLOCK
+    u64 task = bpf_get_current_task(), start = 0;
+    bpf_probe_read_kernel(&c.sum, sizeof(c.sum), (void *)(task + UP_RUNTIME_OFF));
+    bpf_probe_read_kernel(&start, sizeof(start), (void *)(task + UP_EXEC_START_OFF));
+    c.now = c.sum + now - start;  // + the CPU's task-clock offset, which cancels
+#endif
+    return c;
 }
 
 // Entry: remember when (and what) for this thread's call of `fn`, and start its on-CPU clock.
@@ -155,18 +132,11 @@ static inline int fly_begin(u32 fn, u64 bytes, u64 strm, u64 total_in) {
     if (!in_workload(id >> 32))
         return 0;
     u32 tid = (u32)id;
-    u64 now = bpf_ktime_get_ns(), cpu0 = 0;
-    struct tclock *c = tclock.lookup(&tid);
-    if (c) {
-        cpu0 = clock_now(c, now);
-        c->depth += 1;
-    } else {
-        struct tclock init = {.acc = 0, .since = now, .depth = 1};
-        if (tclock.update(&tid, &init) == 0)
-            tclock_count(1);
-    }
+    u64 now = bpf_ktime_get_ns();
+    struct cpu_clock c = thread_clock(now);
     struct fly_key key = {.tid = tid, .fn = fn};
-    struct fly_val val = {.ts = now, .cpu0 = cpu0, .bytes = bytes, .strm = strm, .total_in = total_in};
+    struct fly_val val = {.ts = now, .cpu0 = c.now, .sum0 = c.sum, .bytes = bytes, .strm = strm,
+                          .total_in = total_in, .cpu = bpf_get_smp_processor_id()};
     if (inflight.update(&key, &val) != 0)
         up_count_lost(1);
     return 0;
@@ -181,18 +151,11 @@ static inline int fly_end(u32 fn, struct fly_val *out) {
         return 0;
     *out = *val;
     inflight.delete(&key);
-    u32 tid = (u32)id;
-    struct tclock *c = tclock.lookup(&tid);
-    if (c) {   // out->cpu0 becomes the call's on-CPU ns
-        u64 clock = clock_now(c, bpf_ktime_get_ns());
-        out->cpu0 = clock > out->cpu0 ? clock - out->cpu0 : 0;
-        if (c->depth > 1)
-            c->depth -= 1;
-        else if (tclock.delete(&tid) == 0)
-            tclock_count(-1);
-    } else {
-        out->cpu0 = 0;   // evicted from the LRU: unknown, counted as 0
-    }
+    struct cpu_clock c = thread_clock(bpf_ktime_get_ns());
+    if (out->cpu == bpf_get_smp_processor_id())  // out->cpu0 becomes the call's on-CPU ns
+        out->cpu0 = c.now > out->cpu0 ? c.now - out->cpu0 : 0;
+    else
+        out->cpu0 = c.sum > out->sum0 ? c.sum - out->sum0 : 0;
     return 1;
 }
 

@@ -47,12 +47,9 @@ def test_raw_variant_gets_the_btf_offsets_as_defines(fake_btf):
     assert probes._source(NET, defines).startswith(defines)  # ahead of the probe's own text
 
 
-def test_hot_events_raw_version_needs_5_18_and_the_pid_offset(fake_btf, monkeypatch):
-    assert probes.hot_defines(_Bcc, "6.18.44-fc-v1045") == "#define HOT_RAW_TP 1\n#define TASK_PID_OFF 2464\n"
-    assert probes.hot_defines(_Bcc, "5.17.0") is None  # sched_switch's raw arguments lack prev_state
-    monkeypatch.setitem(_FakeBtf.SIZES, "pid", 8)
-    assert probes.hot_defines(_Bcc, "6.18.44") is None
-    monkeypatch.setitem(_FakeBtf.SIZES, "pid", 4)
+def test_hot_events_raw_version_needs_raw_tracepoints_only(fake_btf, monkeypatch):
+    assert probes.hot_defines(_Bcc, "6.18.44-fc-v1045") == "#define HOT_RAW_TP 1\n"
+    assert probes.hot_defines(_Bcc, "4.16.0") is None  # no raw tracepoints before 4.17
     monkeypatch.setenv(probes.NO_RAW_TP_ENV, "1")
     assert probes.hot_defines(_Bcc, "6.18.44") is None
 
@@ -61,7 +58,8 @@ def test_hot_events_source_defines_a_hook_per_probe_ahead_of_the_programs():
     wanted = [p for p in probes.PROBES if p.name in ("cpu_sample", "softirq")]
     text = probes.hot_source(wanted, "#define HOT_RAW_TP 1\n")
     assert text.startswith("#define HOOK_cpu_sample 1\n#define HOOK_softirq 1\n#define HOT_RAW_TP 1\n")
-    assert "RAW_TRACEPOINT_PROBE(sched_switch)" in text and "TRACEPOINT_PROBE(sched, sched_switch)" in text
+    assert "RAW_TRACEPOINT_PROBE(softirq_entry)" in text and "TRACEPOINT_PROBE(irq, softirq_entry)" in text
+    assert "sched_switch" not in text.split("\n// Overhead", 1)[1]  # no program on a context switch
     # no probe file defines a program on a hot event: each has a hook for hot_events instead
     for probe in probes.PROBES:
         source = (probes.probe_dir() / probe.file).read_text()
@@ -94,7 +92,7 @@ def test_falls_back_without_btf_raw_tracepoints_or_when_told(fake_btf, monkeypat
     monkeypatch.setattr(probes, "_kernel_btf", no_btf)
     assert probes.raw_defines(NET, _Bcc) == (
         None, "BTF: cannot read /sys/kernel/btf/vmlinux: No such file or directory")
-    assert probes.hot_defines(_Bcc, "6.18.44") is None
+    assert probes.hot_defines(_Bcc, "6.18.44") == "#define HOT_RAW_TP 1\n"  # the vector alone: no BTF
     monkeypatch.setattr(probes, "_kernel_btf", lambda: _FakeBtf())
     monkeypatch.setattr(_Bcc, "raw", False)
     assert probes.raw_defines(NET, _Bcc) == (None, "this kernel has no raw tracepoints")
@@ -115,16 +113,11 @@ def test_hooks_reads_which_programs_bcc_attached():
                                  "block_io": "raw_tracepoint"}
 
     class WithSchedWait(Bpf):  # the interrupt edges, attached by name under "event/function"
-        funcs = {**Bpf.funcs, b"sw_irq_enter": 8, b"sw_irq_exit": 9}
-        raw_tracepoint_fds = {b"softirq_entry": 10, b"softirq_entry/sw_irq_enter": 11,
-                              b"irq_handler_exit/sw_irq_exit": 12}
+        funcs = {**Bpf.funcs, b"raw_tracepoint__sched_waking": 8, b"sw_hardirq_enter": 9, b"sw_hardirq_exit": 10}
+        raw_tracepoint_fds = {b"softirq_entry": 11, b"irq_handler_entry/sw_hardirq_enter": 12,
+                              b"irq_handler_exit/sw_hardirq_exit": 13}
 
     assert probes.hooks(WithSchedWait)["sched_wait"] == "raw_tracepoint"
-
-    class Classic(WithSchedWait):
-        raw_tracepoint_fds = {b"softirq_entry": 10}
-
-    assert probes.hooks(Classic)["sched_wait"] == "tracepoint"
 
 
 def test_raw_tracepoint_support_is_the_kernel_version_checked_once(fake_btf):

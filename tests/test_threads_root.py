@@ -107,7 +107,10 @@ def test_each_thread_waits_once_per_time_it_blocked(recorded):
     for name in ("main", "helper", "io"):
         me = own[name]
         print(f"{name}: {waits[me['tid']]} waits, ru_nvcsw {me['nvcsw']}; wake_unseen {unseen}")
-        assert me["nvcsw"] - unseen <= waits[me["tid"]] <= me["nvcsw"] + 5
+        # The probe sees a wait at its wake-up: one that found the thread still on its run queue
+        # (the waker raced the sleeper's schedule()) is no wait to it, while the scheduler may
+        # still count the switch (2 of 6,812 in one run): 0.1 % slack.
+        assert me["nvcsw"] - unseen - me["nvcsw"] // 1000 <= waits[me["tid"]] <= me["nvcsw"] + 5
 
 
 def test_io_thread_waits_in_state_io_match_an_independent_count(recorded):
@@ -207,7 +210,7 @@ def test_sched_wait_survives_the_one_by_one_fallback(monkeypatch, tmp_path):
     try:
         assert used == ["proc_tree", "sched_wait"], unavailable
         assert unavailable["bogus"].startswith("failed to compile or load")
-        assert {b"raw_tracepoint__sched_switch", b"tracepoint__sched__sched_switch"} & set(bpf.funcs)
+        assert b"raw_tracepoint__sched_waking" in set(bpf.funcs)
     finally:
         bpf.cleanup()
     bpf, used, unavailable = probes.load(import_bcc().BPF, ["sched_wait"])  # its dependency not asked for
@@ -239,14 +242,18 @@ def test_by_name_attachments_leave_nothing_attached_after_cleanup():
     from dpuprof.record.load import probes
     from dpuprof.record.load.bcc_loader import import_bcc
 
-    bpf, used, _ = probes.load(import_bcc().BPF, ["proc_tree", "cpu_sample", "softirq", "sched_wait"])
+    bpf, used, unavailable = probes.load(import_bcc().BPF, ["proc_tree", "cpu_sample", "softirq", "sched_wait"])
+    classic = os.environ.get(probes.NO_RAW_TP_ENV, "") not in ("", "0")
+    if classic:  # it reads its task arguments at BTF offsets: raw tracepoints or nothing
+        assert "sched_wait" not in used and "raw tracepoints" in unavailable["sched_wait"]
+        bpf.cleanup()
+        return
     assert "sched_wait" in used
     fds = [*bpf.tracepoint_fds.values(), *bpf.raw_tracepoint_fds.values()]
     by_name = sum(len(p.attach) for p in probes.PROBES if p.name in used)
     auto = sum(1 for f in bpf.funcs if f.startswith((b"tracepoint__", b"raw_tracepoint__")))  # *_PROBEs
     assert len(set(fds)) == len(fds) == auto + by_name
-    classic = os.environ.get(probes.NO_RAW_TP_ENV, "") not in ("", "0")
-    assert probes.hooks(bpf)["sched_wait"] == ("tracepoint" if classic else "raw_tracepoint")
+    assert probes.hooks(bpf)["sched_wait"] == "raw_tracepoint"
     bpf.cleanup()
     still_open = []
     for fd in fds:

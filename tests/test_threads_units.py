@@ -113,21 +113,20 @@ def test_exit_after_the_interval_end_waits_for_the_next_interval():
     assert tables["thread_time"] == [(4, 5 * MS, 0, 0)]  # 5 ms in 1 ms lived: off clipped at 0
 
 
-def test_a_live_thread_the_probe_follows_gets_the_probe_run_delay_and_never_a_mix():
+def test_a_live_thread_is_timed_by_proc_and_its_exit_against_its_last_proc_reading():
     maps = FakeMaps()
     rec = ThreadRecorder(maps)
-    # Thread 8: in the probe at first sight. Thread 9: not yet (the probe sees it only later).
-    maps.threads = {8: _bt(8, 100 * MS, 2 * MS, born=0.5)}
-    tables, _ = rec.interval(0.0, 1.0, {1}, {1: {8: (100 * MS, 50 * MS), 9: (10 * MS, 1 * MS)}})
-    # schedstat's 50 ms of run delay (a sleep it counted) gives way to the probe's 2 ms.
-    assert tables["thread_time"] == [(8, 100 * MS, 2 * MS, 398 * MS), (9, 10 * MS, 1 * MS, 989 * MS)]
-    maps.threads = {8: _bt(8, 150 * MS, 5 * MS, born=0.5), 9: _bt(9, 900 * MS, 900 * MS)}
-    tables, _ = rec.interval(1.0, 2.0, {1}, {1: {8: (150 * MS, 60 * MS), 9: (20 * MS, 3 * MS)}})
-    assert tables["thread_time"] == [(8, 50 * MS, 3 * MS, 947 * MS), (9, 10 * MS, 2 * MS, 988 * MS)]
-    # The probe lost thread 8's entry: no run-queue delta rather than one across two counters.
-    maps.threads = {9: _bt(9, 900 * MS, 900 * MS)}
-    tables, _ = rec.interval(2.0, 3.0, {1}, {1: {8: (160 * MS, 70 * MS), 9: (30 * MS, 4 * MS)}})
-    assert tables["thread_time"] == [(8, 10 * MS, 0, 990 * MS), (9, 10 * MS, 1 * MS, 989 * MS)]
+    # The probe's counters of a live thread are its baselines at its last wake-up, not a reading.
+    maps.threads = {8: _bt(8, 90 * MS, 1 * MS, born=0.5)}
+    tables, _ = rec.interval(0.0, 1.0, {1}, {1: {8: (100 * MS, 2 * MS)}})
+    assert tables["thread_time"] == [(8, 100 * MS, 2 * MS, 398 * MS)]
+    maps.threads = {8: _bt(8, 140 * MS, 4 * MS, born=0.5)}
+    tables, _ = rec.interval(1.0, 2.0, {1}, {1: {8: (150 * MS, 5 * MS)}})
+    assert tables["thread_time"] == [(8, 50 * MS, 3 * MS, 947 * MS)]
+    # It exits at 2.5 s with the kernel's totals: the part since the last /proc reading is charged.
+    maps.threads = {8: _bt(8, 170 * MS, 6 * MS, born=0.5, exited=2.5)}
+    tables, _ = rec.interval(2.0, 3.0, {1}, {1: {}})
+    assert tables["thread_time"] == [(8, 20 * MS, 1 * MS, 479 * MS)]
 
 
 def test_without_the_probe_an_exit_is_counted_as_lost():

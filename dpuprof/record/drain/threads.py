@@ -5,13 +5,12 @@ Sources, per interval:
 * /proc/PID/task/TID/schedstat of every live workload thread (read by ProcessTelemetry, fields 1
   and 2: on-CPU ns and run-queue delay ns, cumulative since the thread began). These are the
   scheduler's own totals and give thread_time for every thread that is still alive at the end of
-  the interval, except that the run-queue delay of a thread the probe follows is the probe's (see
-  ``_probe_run_delay``).
-* the sched_wait probe (probes/sched_wait.bpf.c), when loaded: each thread's birth and exit time
-  and its own on-CPU and run-queue counters, and its waits by state and waker. /proc no longer
-  shows a thread once it exited, so its last partial interval (and the whole life of a thread
-  shorter than an interval) comes from the probe's counters instead: the difference between its
-  final counters and those read just after the last /proc reading that still showed it.
+  the interval.
+* the sched_wait probe (probes/sched_wait.bpf.c), when loaded: each thread's birth and exit time,
+  the same two counters as the thread exits (read from its task by the probe), and its waits by
+  state and waker. /proc no longer shows a thread once it exited, so its last partial interval
+  (and the whole life of a thread shorter than an interval) is the difference between its
+  counters at exit and the last /proc reading that still showed it (0 for a thread born since).
   Without the probe (psutil mode, or the probe unavailable) that partial interval is lost and
   counted in ``lost`` as ``thread_exit_unaccounted`` (one per thread).
 
@@ -37,7 +36,9 @@ COMM_REFRESH = 10
 
 @dataclass(frozen=True)
 class BpfThread:
-    """One sw_threads entry: unix times (None when not seen), cumulative ns since the thread began."""
+    """One sw_threads entry: unix times (None when not seen); on_cpu_ns and runq_ns the thread's
+    schedstat counters (cumulative ns since it began) at its exit, or at its last wake-up while
+    it lives (a baseline of the probe's, not a reading: user space uses them only at exit)."""
     tid: int
     pid: int
     born: float | None
@@ -167,11 +168,10 @@ class ThreadRecorder:
         self.maps = maps
         self.started = started
         self.prev_alive: dict[int, tuple[int, int]] = {}
-        self.bpf_base: dict[int, tuple[int, int]] = {}  # probe counters at the last /proc reading
+        self.last_reading: dict[int, tuple[int, int]] = {}  # each thread's last /proc counters
         self.prev_waits: dict[tuple, tuple[int, int]] = {}
         self.born: dict[int, float] = {}
         self.pid_of: dict[int, int] = {}
-        self.probe_runq: set[int] = set()  # live threads whose runq_ns comes from the probe
         self.comms: dict[int, str] = {}  # tid -> name, read from /proc (COMM_REFRESH)
         self.count = 0  # intervals so far
 
@@ -181,7 +181,6 @@ class ThreadRecorder:
         first_seen, last_seen)) for [t0, t1]. ``thread_stats``: ProcessSample.thread_stats."""
         bpf_threads, waits = self.maps.snapshot() if self.maps else ({}, {})
         alive = {tid: st for pid, stats in thread_stats.items() if pid in workload for tid, st in stats.items()}
-        alive = self._probe_run_delay(alive, bpf_threads)
         for pid, stats in thread_stats.items():
             for tid in stats:
                 self.pid_of[tid] = pid
@@ -208,10 +207,7 @@ class ThreadRecorder:
                   "lost": [("thread_exit_unaccounted", lost)] if lost else []}
         self.prev_waits = waits
         self.prev_alive = alive
-        for tid in alive:
-            b = bpf_threads.get(tid)
-            if b is not None:
-                self.bpf_base[tid] = (b.on_cpu_ns, b.runq_ns)
+        self.last_reading.update(alive)
         self._forget(alive, bpf_threads, finished, waits)
         return tables, threads
 
@@ -222,29 +218,6 @@ class ThreadRecorder:
         sched_wait probe only: --duty refuses it (record/sources.py NOT_PAUSABLE)."""
         self.prev_alive = {tid: st for pid, stats in thread_stats.items() if pid in workload
                            for tid, st in stats.items()}
-
-    def _probe_run_delay(self, alive: dict[int, tuple[int, int]],
-                         bpf_threads: dict[int, BpfThread]) -> dict[int, tuple[int, int]]:
-        """``alive`` with each thread's run-queue delay taken from the probe's counter where the
-        probe follows the thread: schedstat's run_delay can hold a whole sleep. On Linux 6.18 it
-        did, in 1 of 12 recordings of tests/workloads/thread_waits.py on an idle machine: the
-        main thread's run_delay was 47.5-49 ms (one wait on its helper) above an independent
-        bpftrace count of runnable-to-switch-in time, which agreed with it within 1 ms in the
-        other runs (docs/thread-accounting.md). The probe's runnable time (from sched_waking, a
-        preemption or sched_wakeup_new to the switch-in) is by construction disjoint from its
-        waits. Which counter a thread gets is fixed at first sight, so its deltas never mix the
-        two."""
-        out = {}
-        for tid, (on, runq) in alive.items():
-            b = bpf_threads.get(tid)
-            if tid not in self.prev_alive and b is not None:
-                self.probe_runq.add(tid)
-            if tid in self.probe_runq:
-                # An entry the probe lost (its map was full) keeps the last reading: no delta.
-                runq = b.runq_ns if b is not None else self.prev_alive.get(tid, (0, 0))[1]
-            out[tid] = (on, runq)
-        self.probe_runq &= set(alive)
-        return out
 
     def _gone(self, t1, workload, alive, bpf_threads):
         """Threads that exited by t1 and are no longer in /proc: ({tid: (on, runq, born, exit)} of
@@ -257,7 +230,7 @@ class ThreadRecorder:
             finished.add(tid)
             if b.pid not in workload:
                 continue
-            base_on, base_runq = self.bpf_base.get(tid, (0, 0))
+            base_on, base_runq = self.last_reading.get(tid, (0, 0))  # 0: born since
             gone[tid] = (max(0, b.on_cpu_ns - base_on), max(0, b.runq_ns - base_runq), b.born, b.exited)
         return gone, finished
 
@@ -281,7 +254,7 @@ class ThreadRecorder:
     def _forget(self, alive, bpf_threads, finished: set[int], waits) -> None:
         """Drop what is kept about threads that are accounted for the last time."""
         keep = set(alive) | (set(bpf_threads) - finished)
-        for known in (self.born, self.pid_of, self.bpf_base, self.comms):
+        for known in (self.born, self.pid_of, self.comms, self.last_reading):
             for tid in [t for t in known if t not in keep]:
                 del known[tid]
         if self.maps is not None and finished:

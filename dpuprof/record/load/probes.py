@@ -8,9 +8,9 @@ combined program fails, so one bad probe never costs the others.
 A probe may ``need`` another (its maps are shared by name in the combined program; compiled alone
 it is compiled with what it needs), and may attach functions to tracepoints by name (``attach``).
 
-One program per hot event: sched_switch, sched_waking and softirq entry and exit each run one
+One program per hot event: softirq entry and exit each run one
 program, ``probes/hot_events.bpf.c``, appended to every build with ``HOOK_<probe>`` defined for
-the probes in it; it calls each probe's hook (``cpu_sample_on_switch``, ``sched_wait_on_switch``,
+the probes in it; it calls each probe's hook (``softirq_on_entry``, ``sched_wait_irq_enter``,
 ...), so a probe that needs one of those events defines a hook instead of a program of its own.
 
 Hooks: the hot events, net_dev, block_io and sched_wait's interrupt edges (the functions it
@@ -21,7 +21,8 @@ tracepoint programs are skipped while any other BPF program runs on that CPU (th
 bpf_prog_active recursion guard; each skip is a ``missed_<program>`` in the recording's ``lost``
 table), raw tracepoint programs only when they would recurse into themselves. Without raw
 tracepoints or BTF they use the classic tracepoints; the recording's metadata ``probe_hooks`` says
-which ran (``hooks``).
+which ran (``hooks``). sched_wait reads its task arguments at BTF offsets, so it has only its raw
+version: without raw tracepoints or BTF it is unavailable, with the reason.
 
 Test knobs: ``DPUPROF_NO_RAW_TP=1`` forces the classic tracepoints (to compare the two).
 ``DPUPROF_MAP_ENTRIES=counts=8,stacks0=4`` overrides the ``max_entries`` of the named
@@ -54,6 +55,7 @@ class RawVariant:
     define: str
     btf: tuple[tuple, ...] = ()
     enums: tuple[tuple[str, str], ...] = ()
+    optional: tuple[tuple, ...] = ()  # as ``btf``, but a member this kernel lacks defines nothing
 
 
 @dataclass(frozen=True)
@@ -99,19 +101,34 @@ PROBES = (
                                             ("NET_SKB_DEV_OFF", "sk_buff", "dev"),
                                             ("NET_DEV_NAME_OFF", "net_device", "name")))),
     Probe("sock_io", "sock_io.bpf.c", ("sock:sock_send_length", "sock:sock_recv_length")),
-    Probe("uprobes", "uprobes.bpf.c", ("task:task_newtask", "syscalls:sys_enter_getpgid")),  # record/load/uprobes.py
+    # record/load/uprobes.py; a call's on-CPU time from the thread's task (two offsets from BTF;
+    # without them cpu_ns is 0)
+    Probe("uprobes", "uprobes.bpf.c", ("task:task_newtask", "syscalls:sys_enter_getpgid"),
+          raw=RawVariant("UP_TASK_CLOCK", (("UP_RUNTIME_OFF", "task_struct", "se.sum_exec_runtime", 8),
+                                           ("UP_EXEC_START_OFF", "task_struct", "se.exec_start", 8)))),
+    # Waits measured at each wake-up from the wakee's own counters (probes/sched_wait.bpf.c): no
+    # program on sched_switch; the task fields' offsets come from BTF, so there is no classic
+    # tracepoint version.
     Probe("sched_wait", "sched_wait.bpf.c",
-          ("sched:sched_switch", "sched:sched_waking", "sched:sched_wakeup_new", *_IRQ_EDGES, *_SOFTIRQ_EDGES),
-          needs=("proc_tree",), raw=RawVariant("SCHED_WAIT_RAW_IRQ"), raw_attach=_IRQ_EDGES,
-          attach=tuple((tp, "sw_irq_enter" if tp.endswith("entry") else "sw_irq_exit") for tp in _IRQ_EDGES)),
+          ("sched:sched_waking", "sched:sched_wakeup_new", "sched:sched_process_exit", *_IRQ_EDGES,
+           *_SOFTIRQ_EDGES),
+          needs=("proc_tree",),
+          raw=RawVariant("SCHED_WAIT_RAW",
+                         (("SW_PID_OFF", "task_struct", "pid", 4), ("SW_TGID_OFF", "task_struct", "tgid", 4),
+                          ("SW_STATE_OFF", "task_struct", "__state", 4), ("SW_ON_RQ_OFF", "task_struct", "on_rq", 4),
+                          ("SW_RUNTIME_OFF", "task_struct", "se.sum_exec_runtime", 8),
+                          ("SW_RUN_DELAY_OFF", "task_struct", "sched_info.run_delay", 8)),
+                         # Linux >= 6.12: a sleeping task may stay queued (delayed dequeue)
+                         optional=(("SW_DELAYED_OFF", "task_struct", "se.sched_delayed", 1),)),
+          raw_attach=_IRQ_EDGES,
+          attach=(("irq:irq_handler_entry", "sw_hardirq_enter"), ("irq:irq_handler_exit", "sw_hardirq_exit"),
+                  ("timer:hrtimer_expire_entry", "sw_hrtimer_enter"), ("timer:hrtimer_expire_exit", "sw_hrtimer_exit"))),
 )
-# The one program on each hot event (probes/hot_events.bpf.c): its raw version reads the pid of
-# the task switching in (or woken) at task_struct.pid, and needs sched_switch's prev_state
-# argument (Linux 5.18).
+# The one program on each hot event (probes/hot_events.bpf.c): softirq entry and exit; their raw
+# versions read only the vector, so they need raw tracepoints and nothing from BTF.
 HOT_EVENTS = "hot_events.bpf.c"
-HOT_RAW = RawVariant("HOT_RAW_TP", (("TASK_PID_OFF", "task_struct", "pid", 4),))
-HOT_RAW_SINCE = (5, 18)
-HOT_EVENT_NAMES = {"sched_switch", "sched_waking", "softirq_entry", "softirq_exit"}
+HOT_RAW = RawVariant("HOT_RAW_TP")
+HOT_EVENT_NAMES = {"softirq_entry", "softirq_exit"}
 PROBE_NAMES = tuple(p.name for p in PROBES)
 REQUIRED = ("proc_tree", "cpu_sample")  # without these there is no workload or category split
 # Probes with a program on every packet, block request or softirq: what they count, the kernel
@@ -124,7 +141,7 @@ PER_EVENT = ("net_dev", "block_io", "softirq")
 DEFAULT_PROBES = tuple(n for n in PROBE_NAMES if n not in PER_EVENT)
 # record --light: the categories, bytes and IOs (counted from /proc) at a fifth of the default frequency, drained a fifth
 # as often (the recorder's work is mostly per drain), without the per-thread waits (sched_wait: a
-# hook on every switch and wake-up, and a row per thread per interval) or uprobes; for long and
+# program on every wake-up and interrupt edge, and a row per thread per interval) or uprobes; for long and
 # always-on recordings.
 LIGHT_PROBES = ("proc_tree", "cpu_sample", "sock_io")
 LIGHT_FREQ_HZ = 19
@@ -224,6 +241,13 @@ def raw_defines(probe: Probe, bpf_cls, supported: bool | None = None) -> tuple[s
             lines.append(f"#define {const} {_kernel_btf().enumerator(name)}")
     except BtfError as err:
         return None, f"BTF: {err}"
+    for const, struct_name, member, size in probe.raw.optional:
+        try:
+            found = _kernel_btf().member(struct_name, member)
+        except BtfError:
+            continue
+        if found.size == size:
+            lines.append(f"#define {const} {found.offset}")
     return "\n".join(lines) + "\n", ""
 
 
@@ -242,11 +266,9 @@ def hot_source(probes: list[Probe], defines: str | None = None) -> str:
 
 
 def hot_defines(bpf_cls, release: str | None = None) -> str | None:
-    """The hot events' raw-version defines where this kernel (or ``release``) and its BTF allow
-    them, else None (classic tracepoints)."""
-    m = re.match(r"(\d+)\.(\d+)", release or os.uname().release)
-    recent = m is not None and (int(m[1]), int(m[2])) >= HOT_RAW_SINCE
-    return raw_defines(Probe("hot_events", HOT_EVENTS, raw=HOT_RAW), bpf_cls, recent)[0]
+    """The hot events' raw-version defines where this kernel (or ``release``) has raw
+    tracepoints, else None (classic tracepoints)."""
+    return raw_defines(Probe("hot_events", HOT_EVENTS, raw=HOT_RAW), bpf_cls, kernel_has_raw_tracepoints(release))[0]
 
 
 def hooks(bpf) -> dict[str, str]:
