@@ -203,7 +203,8 @@ CREATE TABLE IF NOT EXISTS threads (
 -- on_cpu_ns on the CPU, runq_ns runnable but waiting for a CPU (run-queue delay), off_cpu_ns
 -- neither (blocked or sleeping: interval length - on_cpu - runq while the thread lived).
 -- A thread's last partial interval (it exited, /proc no longer shows it) and the life of a thread
--- shorter than an interval come from the sched_wait probe's counters; without that probe they
+-- shorter than an interval come from its schedstat counters as it exits (read by the sched_wait
+-- probe at sched_process_exit, since 2026-12-04; before, the probe's own); without that probe they
 -- are missing and counted in lost as "thread_exit_unaccounted" (dpuprof/record/drain/threads.py).
 -- off_cpu_ns also holds steal (schedstat's on-CPU time leaves out what the hypervisor took while
 -- the thread held the vCPU) and, where runq_ns is schedstat's, each wake-up's latency (from
@@ -216,6 +217,10 @@ CREATE TABLE IF NOT EXISTS threads (
 -- device interrupt, an expiring hrtimer, a softirq; -1 when the wake-up was not seen, the wait
 -- then ending at the switch-in), ns the time from switch-out to wake-up, count the wake-ups. A
 -- wait is counted in the interval its wake-up falls in; preemption is run-queue time, not a wait.
+-- Since 2026-12-04 (same meaning, measured otherwise: no program on sched_switch) ns is taken at
+-- the wake-up: the time since the thread's previous wake-up less its schedstat on-CPU and
+-- run-queue time since then, the state the one it is woken from; waker -1 no longer occurs, and
+-- lost's "wake_unseen" counts a thread's first wake-up after the probe first saw it (no baseline).
 -- v5: waker_tid is the waking thread only for the waits of a process's main thread (tid = pid:
 -- a rank, a DataLoader worker, the threads the critical-path model follows); another thread's
 -- waits name the waker's process (waker_tid = waker_pid), which bounds the keys at threads x
