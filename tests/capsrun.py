@@ -31,7 +31,11 @@ def as_nobody(caps: str, argv: list[str], work: Path) -> subprocess.CompletedPro
             and p.endswith("-packages")]
     script = ('mount --bind "$0" "$1" && shift && exec setpriv --reuid=65534 --regid=65534 --clear-groups '
               '--inh-caps="$CAPS" --ambient-caps="$CAPS" -- "$@"')
-    env = dict(os.environ, CAPS=caps, HOME=str(work), PYTHONPATH=os.pathsep.join([str(REPO), *site]))
+    # The interpreter's RUNPATH names libpython under the unreachable prefix; without this the
+    # loader falls back to the distribution's libpython of another patch release, whose symbols
+    # the prefix's extension modules (_ssl) do not all find.
+    env = dict(os.environ, CAPS=caps, HOME=str(work), PYTHONPATH=os.pathsep.join([str(REPO), *site]),
+               LD_LIBRARY_PATH=str(py / "lib"))
     return subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, str(prefix),
                            str(py), exe, *argv], env=env, cwd=work, capture_output=True, text=True, timeout=180)
 
