@@ -14,7 +14,9 @@
 //           sum_exec_runtime is brought up to date when it leaves the CPU, run_delay when it gets
 //           one. They are durations, so the scheduler's clocks (per-CPU, less steal time on a VM)
 //           need no conversion to bpf_ktime_get_ns. A wake-up of a thread still on its run queue
-//           (woken before it slept) is no wait and moves no baseline.
+//           (woken before it slept) is no wait and moves no baseline. A wait's count is the
+//           scheduler's count of the thread's voluntary switches (nvcsw) since the last measured
+//           one, which takes in a wait whose wake-up raced the sleeper's schedule().
 // Maps:     sw_threads  HASH tid -> struct sw_thread (baselines at the last wake-up, exit totals)
 //                       (16384 entries); user space deletes an entry once the thread has exited
 //                       and been accounted
@@ -44,7 +46,7 @@
 //           and timer:hrtimer_expire_entry/exit (functions sw_hardirq_enter/exit and
 //           sw_hrtimer_enter/exit, attached by name, raw; they read no argument).
 // Overhead: per wake-up on the host: one kernel read and one hash lookup (two for a task outside
-//           the workload); a workload thread's adds three reads, a clock read and two hash
+//           the workload); a workload thread's adds four reads, a clock read and two hash
 //           updates. Per interrupt edge: one per-CPU array update. Measured numbers: see
 //           benchmarks/HOT_LOADS.md (sched_waking, sw_irq_enter/exit, softirq_entry/exit).
 #include <uapi/linux/ptrace.h>
@@ -65,6 +67,7 @@ struct sw_thread {
     u64 on_ns;     // se.sum_exec_runtime: at the last wake-up, at exit its total
     u64 runq_ns;   // sched_info.run_delay: likewise
     u64 wake_ts;   // the last wake-up (0: none seen yet)
+    u64 nvcsw;     // the scheduler's count of its voluntary switches (times it blocked) at the last wake-up
     u32 pad;
     u32 tgid;      // its process
     char comm[TASK_COMM_LEN];  // at its exit
@@ -125,7 +128,7 @@ static inline u32 sw_reason(u32 state) {
 // wait is charged to the waker's process (waker_tid = its tgid): with the waker's thread in the
 // key, T threads handing a lock or the GIL to each other made up to T x T keys (4 x 128 Python
 // threads filled the 16384 entries in seconds).
-static inline void sw_add_wait(u32 tid, u32 tgid, u32 state, u64 ns) {
+static inline void sw_add_wait(u32 tid, u32 tgid, u32 state, u64 ns, u64 count) {
     int zero = 0;
     struct sw_irq_flags *irq = sw_irq.lookup(&zero);
     u64 waker = (irq && (irq->in[0] | irq->in[1] | irq->in[2])) ? 0 : bpf_get_current_pid_tgid();
@@ -136,7 +139,7 @@ static inline void sw_add_wait(u32 tid, u32 tgid, u32 state, u64 ns) {
     struct sw_wait_val *v = sw_waits.lookup_or_try_init(&key, &init);
     if (v) {
         __sync_fetch_and_add(&v->ns, ns);
-        __sync_fetch_and_add(&v->count, 1);
+        __sync_fetch_and_add(&v->count, count);
     } else {
         sw_count_lost(1);
     }
@@ -166,13 +169,22 @@ RAW_TRACEPOINT_PROBE(sched_waking) {
         return 0;  // not the workload's, or still queued: woken before it slept, no wait
     u64 now = bpf_ktime_get_ns();
     u64 on = sw_read_u64(task, SW_RUNTIME_OFF), runq = sw_read_u64(task, SW_RUN_DELAY_OFF);
+    u64 nvcsw = sw_read_u64(task, SW_NVCSW_OFF);
     if (t->wake_ts) {
         u64 busy = (on - t->on_ns) + (runq - t->runq_ns);
         u64 wall = now - t->wake_ts;
-        sw_add_wait(tid, t->tgid, sw_reason(sw_read_u32(task, SW_STATE_OFF)), wall > busy ? wall - busy : 0);
+        // The waits since the last one measured, by the scheduler's count: a wake-up that read the
+        // sleeper as still queued while it was on its way into schedule() (the waker raced it;
+        // ~2 % of GIL hand-offs on 2 CPUs) ended a real wait, whose time is then in this one.
+        // At least 1: this wait's own count may not be in nvcsw yet (it is raised after the
+        // dequeue, on the sleeper's CPU), and the next wake-up then finds it.
+        u64 count = nvcsw > t->nvcsw ? nvcsw - t->nvcsw : 1;
+        sw_add_wait(tid, t->tgid, sw_reason(sw_read_u32(task, SW_STATE_OFF)), wall > busy ? wall - busy : 0, count);
+        nvcsw = t->nvcsw + count;
     } else {
         sw_count_lost(2);
     }
+    t->nvcsw = nvcsw;
     t->wake_ts = now;
     t->on_ns = on;
     t->runq_ns = runq;
@@ -188,6 +200,7 @@ RAW_TRACEPOINT_PROBE(sched_wakeup_new) {
         t->wake_ts = t->born_ts;
         t->on_ns = sw_read_u64(task, SW_RUNTIME_OFF);
         t->runq_ns = sw_read_u64(task, SW_RUN_DELAY_OFF);
+        t->nvcsw = sw_read_u64(task, SW_NVCSW_OFF);
     }
     return 0;
 }

@@ -107,10 +107,10 @@ def test_each_thread_waits_once_per_time_it_blocked(recorded):
     for name in ("main", "helper", "io"):
         me = own[name]
         print(f"{name}: {waits[me['tid']]} waits, ru_nvcsw {me['nvcsw']}; wake_unseen {unseen}")
-        # The probe sees a wait at its wake-up: one that found the thread still on its run queue
-        # (the waker raced the sleeper's schedule()) is no wait to it, while the scheduler may
-        # still count the switch (2 of 6,812 in one run): 0.1 % slack.
-        assert me["nvcsw"] - unseen - me["nvcsw"] // 1000 <= waits[me["tid"]] <= me["nvcsw"] + 5
+        # The probe counts waits by the scheduler's own count (nvcsw) at each wake-up it measures:
+        # a wake-up that raced the sleeper's schedule() (2-4 % of this workload's; the probe read
+        # the sleeper as still queued) ends a wait that is counted with the next one.
+        assert me["nvcsw"] - unseen <= waits[me["tid"]] <= me["nvcsw"] + 5
 
 
 def test_io_thread_waits_in_state_io_match_an_independent_count(recorded):
@@ -133,7 +133,10 @@ def test_io_thread_waits_in_state_io_match_an_independent_count(recorded):
     assert w[w.waker_tid == 0]["count"].sum() >= 0.9 * w["count"].sum()
     if d_switches is None:
         pytest.skip("bpftrace is not installed (scripts/setup-dev.sh installs it)")
-    assert d_switches.get(io["tid"], 0) - unseen <= w["count"].sum() <= d_switches.get(io["tid"], 0) + 2
+    # A wait whose wake-up raced the sleeper's schedule() is counted with the next one, in that
+    # one's state: a GIL wait (S) may land among the io waits (3 of 8,811 in one run): 0.2 % slack.
+    d = d_switches.get(io["tid"], 0)
+    assert d - unseen <= w["count"].sum() <= d + 2 + d // 500
 
 
 def test_thread_time_adds_up_to_each_thread_life_and_matches_its_waits(recorded):

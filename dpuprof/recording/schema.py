@@ -221,6 +221,9 @@ CREATE TABLE IF NOT EXISTS threads (
 -- the wake-up: the time since the thread's previous wake-up less its schedstat on-CPU and
 -- run-queue time since then, the state the one it is woken from; waker -1 no longer occurs, and
 -- lost's "wake_unseen" counts a thread's first wake-up after the probe first saw it (no baseline).
+-- Since 2026-12-05 count is the scheduler's count of voluntary switches (nvcsw) since the previous
+-- measured wake-up: a wait whose wake-up raced the sleeper's schedule() is counted, and timed, with
+-- the next one (docs/thread-accounting.md).
 -- v5: waker_tid is the waking thread only for the waits of a process's main thread (tid = pid:
 -- a rank, a DataLoader worker, the threads the critical-path model follows); another thread's
 -- waits name the waker's process (waker_tid = waker_pid), which bounds the keys at threads x

@@ -117,7 +117,8 @@ PROBES = (
                          (("SW_PID_OFF", "task_struct", "pid", 4), ("SW_TGID_OFF", "task_struct", "tgid", 4),
                           ("SW_STATE_OFF", "task_struct", "__state", 4), ("SW_ON_RQ_OFF", "task_struct", "on_rq", 4),
                           ("SW_RUNTIME_OFF", "task_struct", "se.sum_exec_runtime", 8),
-                          ("SW_RUN_DELAY_OFF", "task_struct", "sched_info.run_delay", 8)),
+                          ("SW_RUN_DELAY_OFF", "task_struct", "sched_info.run_delay", 8),
+                          ("SW_NVCSW_OFF", "task_struct", "nvcsw", 8)),
                          # Linux >= 6.12: a sleeping task may stay queued (delayed dequeue)
                          optional=(("SW_DELAYED_OFF", "task_struct", "se.sched_delayed", 1),)),
           raw_attach=_IRQ_EDGES,
