@@ -1,11 +1,15 @@
 // sched_wait: why and on whom each workload thread waits.
 //
-// Purpose:  for every thread of the workload (a task in proc_tree's `tree`: this probe needs
-//           proc_tree), time blocked before each wake-up, keyed by (thread, state, waker): the
-//           critical-path model follows these edges from a rank's main thread to the thread (or
-//           interrupt) that unblocked it. Also each thread's birth, and its final CPU and run-queue
+// Purpose:  for the main thread of every workload process (a task in proc_tree's `tree`: this
+//           probe needs proc_tree), time blocked before each wake-up, keyed by (thread, state,
+//           waker): the critical-path model follows these edges from a rank's main thread (or a
+//           DataLoader worker's) to the thread (or interrupt) that unblocked it, and reads no other
+//           thread's waits. Also every workload thread's birth, and its final CPU and run-queue
 //           totals at exit, so that the last partial interval of a thread that exits (which /proc
 //           no longer shows) and threads living less than one interval are accounted.
+//           Other threads' waits were measured too until 2026-12-05: 85 % of this probe's cost
+//           beside 4 x 128 Python threads (sched_waking 513 ns a wake-up, 3.7 % of a core), for
+//           rows nothing read; a wake-up of another thread now costs one kernel read.
 // How:      no program on sched_switch (the one event that fires more often than any other: 270k/s
 //           under fio). A wait is measured at its wake-up from counters the scheduler keeps in the
 //           task: the time since the thread's previous wake-up, less what it spent since then on
@@ -20,8 +24,8 @@
 // Maps:     sw_threads  HASH tid -> struct sw_thread (baselines at the last wake-up, exit totals)
 //                       (16384 entries); user space deletes an entry once the thread has exited
 //                       and been accounted
-//           sw_waits    HASH (tid, tgid, state, waker tgid, waker tid) -> {ns, count}, cumulative;
-//                       the waker's tid for a main thread's waits, its tgid for other threads'
+//           sw_waits    HASH (tid, tgid, state, waker tgid, waker tid) -> {ns, count}, cumulative,
+//                       main threads only (tid = tgid)
 //                                                                                   (16384 entries)
 //           sw_irq      PERCPU_ARRAY [0] = whether this CPU is in a hard interrupt, an hrtimer
 //                             expiry, a softirq (a flag each)
@@ -45,9 +49,9 @@
 //           program on each of those events (probes/hot_events.bpf.c); irq:irq_handler_entry/exit
 //           and timer:hrtimer_expire_entry/exit (functions sw_hardirq_enter/exit and
 //           sw_hrtimer_enter/exit, attached by name, raw; they read no argument).
-// Overhead: per wake-up on the host: one kernel read and one hash lookup (two for a task outside
-//           the workload); a workload thread's adds four reads, a clock read and two hash
-//           updates. Per interrupt edge: one per-CPU array update. Measured (benchmarks/hot_loads.py,
+// Overhead: per wake-up on the host: one kernel read (pid and tgid); of a main thread, one hash
+//           lookup (two outside the workload); of a workload main thread, five reads more, a clock
+//           read and two hash updates. Per interrupt edge: one per-CPU array update. Measured (benchmarks/hot_loads.py,
 //           benchmarks/HOT_LOADS.md: 2026-12-05, 2-vCPU VM): sched_waking 513 ns x 71,939/s beside
 //           4 x 128 threads that hash and sleep (3.7 % of a core: every wake-up a workload
 //           thread's), 303 ns x 18,976/s on an iperf3 flood, 90 ns x 159,464/s under fio (mostly
@@ -127,18 +131,17 @@ static inline u32 sw_reason(u32 state) {
     return (state & 0x1) ? SW_SLEEP : SW_OTHER;
 }
 
-// Charges `ns` blocked in `state` to the waker. Only a process's main thread (a rank, a DataLoader
-// worker: the threads the critical-path model follows) keeps the waker's thread; another thread's
-// wait is charged to the waker's process (waker_tid = its tgid): with the waker's thread in the
-// key, T threads handing a lock or the GIL to each other made up to T x T keys (4 x 128 Python
-// threads filled the 16384 entries in seconds).
+// Charges `ns` blocked in `state` to the waker, by thread. The keys are bounded by main threads x
+// wakers. (When every thread's waits were measured, other threads' were charged to the waker's
+// process: T threads handing the GIL to each other made up to T x T keys, and 4 x 128 Python
+// threads filled the 16384 entries in seconds.)
 static inline void sw_add_wait(u32 tid, u32 tgid, u32 state, u64 ns, u64 count) {
     int zero = 0;
     struct sw_irq_flags *irq = sw_irq.lookup(&zero);
     u64 waker = (irq && (irq->in[0] | irq->in[1] | irq->in[2])) ? 0 : bpf_get_current_pid_tgid();
     u32 waker_tgid = waker >> 32;
     struct sw_wait_key key = {.tid = tid, .tgid = tgid, .state = state, .waker_tgid = waker_tgid,
-                              .waker_tid = tid == tgid ? (u32)waker : waker_tgid};
+                              .waker_tid = (u32)waker};
     struct sw_wait_val init = {};
     struct sw_wait_val *v = sw_waits.lookup_or_try_init(&key, &init);
     if (v) {
@@ -167,7 +170,16 @@ static inline int sw_still_queued(u64 task) {
 // one kernel read and two hash misses, and no clock read.
 RAW_TRACEPOINT_PROBE(sched_waking) {
     u64 task = ctx->args[0];
+#if SW_TGID_OFF == SW_PID_OFF + 4  // pid and tgid side by side, as in every kernel since 2.6: one read
+    u64 ids = sw_read_u64(task, SW_PID_OFF);
+    u32 tid = (u32)ids;
+    if (tid != (u32)(ids >> 32))
+        return 0;  // not a main thread: its waits are not measured
+#else
     u32 tid = sw_read_u32(task, SW_PID_OFF);
+    if (tid != sw_read_u32(task, SW_TGID_OFF))
+        return 0;
+#endif
     struct sw_thread *t = sw_get(tid, task);
     if (!t || sw_still_queued(task))
         return 0;  // not the workload's, or still queued: woken before it slept, no wait
@@ -214,8 +226,7 @@ RAW_TRACEPOINT_PROBE(sched_wakeup_new) {
 // scheduler's tick and at each switch).
 RAW_TRACEPOINT_PROBE(sched_process_exit) {
     u64 task = ctx->args[0];
-    u32 tid = sw_read_u32(task, SW_PID_OFF);
-    struct sw_thread *t = sw_threads.lookup(&tid);
+    struct sw_thread *t = sw_get(sw_read_u32(task, SW_PID_OFF), task);  // first sight for most threads
     if (!t)
         return 0;
     t->exit_ts = bpf_ktime_get_ns();

@@ -228,6 +228,8 @@ CREATE TABLE IF NOT EXISTS threads (
 -- a rank, a DataLoader worker, the threads the critical-path model follows); another thread's
 -- waits name the waker's process (waker_tid = waker_pid), which bounds the keys at threads x
 -- processes rather than threads x threads.
+-- Since 2026-12-05 (schema unchanged) only main threads' waits are recorded (tid = pid: what the
+-- critical-path model reads); other threads have no thread_wait rows. Older files keep theirs.
 -- v2/v3 stored the table thread_wait (interval, tid, state TEXT, waker_pid, waker_tid, ns, count);
 -- v4 stores thread_wait_packed, state as a code: 1 "sleep", 2 "io", 3 "other" (threadpack.py).
 -- v2: CPU samples of workload threads per interval x thread x subcategory (the per-thread view
