@@ -7,6 +7,7 @@ import ctypes
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -161,3 +162,23 @@ def test_elf_files_beyond_the_bound_are_unloaded_and_read_again_when_needed(monk
     assert "getpid (libc" in frames["getpid"] and "getppid (libc" in frames["getppid"]  # __getpid: an alias
     assert "cos" in frames["cos"] and "(libm" in frames["cos"]
     assert len(sym._files) == 1
+
+
+def test_thread_stats_reads_every_live_thread_of_a_process():
+    stop = threading.Event()
+    extra = [threading.Thread(target=stop.wait) for _ in range(3)]
+    for t in extra:
+        t.start()
+    try:
+        stats = ProcessTelemetry().sample([os.getpid()]).thread_stats[os.getpid()]
+        tids = {int(t) for t in os.listdir(f"/proc/{os.getpid()}/task")}
+        assert set(stats) == tids and {t.native_id for t in extra} <= tids
+        with open(f"/proc/{os.getpid()}/task/{threading.get_native_id()}/schedstat") as fh:
+            on_now = int(fh.read().split()[0])
+        on, runq = stats[threading.get_native_id()]
+        assert 0 < on <= on_now and runq >= 0  # this thread's counters, read just before
+    finally:
+        stop.set()
+        for t in extra:
+            t.join()
+    assert ProcessTelemetry().sample([2 ** 22 + 1]).thread_stats == {}  # no such process
