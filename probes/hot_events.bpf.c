@@ -18,7 +18,7 @@
 // Maps:     none of its own.
 // Overhead: per softirq edge, with sched_wait or softirq loaded: one per-CPU array update (softirq:
 //           a timestamp too). Measured with sched_wait (benchmarks/HOT_LOADS.md, 2026-12-05):
-//           softirq_entry/exit 45 + 40 ns x 81,040/s on an iperf3 flood, 38 + 37 ns x 132,274/s
+//           softirq_entry/exit 46 + 41 ns x 80,726/s on an iperf3 flood, 38 + 37 ns x 137,566/s
 //           under fio (1.0 % of a core there).
 
 #if defined(HOOK_softirq) || defined(HOOK_sched_wait)

@@ -52,11 +52,12 @@
 // Overhead: per wake-up on the host: one kernel read (pid and tgid); of a main thread, one hash
 //           lookup (two outside the workload); of a workload main thread, five reads more, a clock
 //           read and two hash updates. Per interrupt edge: one per-CPU array update. Measured (benchmarks/hot_loads.py,
-//           benchmarks/HOT_LOADS.md: 2026-12-05, 2-vCPU VM): sched_waking 513 ns x 71,939/s beside
-//           4 x 128 threads that hash and sleep (3.7 % of a core: every wake-up a workload
-//           thread's), 303 ns x 18,976/s on an iperf3 flood, 90 ns x 159,464/s under fio (mostly
-//           kernel workers': the floor); sw_hrtimer_enter/exit 48 + 41 ns x 35,513/s beside the
-//           threads; softirq edges 38 + 37 ns x 132,274/s under fio.
+//           benchmarks/HOT_LOADS.md: 2026-12-05, 2-vCPU VM): sched_waking 90 ns x 75,012/s beside
+//           4 x 128 threads that hash and sleep (0.68 % of a core; 513 ns while every thread's
+//           waits were measured: HOT_LOADS.md at b5df0dd), 312 ns x 18,689/s on an iperf3 flood (single-threaded: every
+//           wake-up measured), 72 ns x 165,060/s under fio (the floor); sw_hrtimer_enter/exit
+//           49 + 40 ns x 36,765/s beside the threads; softirq edges 38 + 37 ns x 137,566/s under
+//           fio (probes/hot_events.bpf.c).
 #include <uapi/linux/ptrace.h>
 #ifndef TASK_COMM_LEN  // not <linux/sched.h>: it pulls in most of the kernel's headers (probes/cpu_sample.bpf.c)
 #define TASK_COMM_LEN 16
