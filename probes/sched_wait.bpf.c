@@ -7,9 +7,9 @@
 //           thread's waits. Also every workload thread's birth, and its final CPU and run-queue
 //           totals at exit, so that the last partial interval of a thread that exits (which /proc
 //           no longer shows) and threads living less than one interval are accounted.
-//           Other threads' waits were measured too until 2026-12-05: 85 % of this probe's cost
-//           beside 4 x 128 Python threads (sched_waking 513 ns a wake-up, 3.7 % of a core), for
-//           rows nothing read; a wake-up of another thread now costs one kernel read.
+//           Other threads' waits were measured too until 2026-12-05, for rows nothing read: beside
+//           4 x 128 Python threads sched_waking took 513 ns a wake-up then, 90 ns since (a wake-up
+//           of another thread now costs one kernel read).
 // How:      no program on sched_switch (the one event that fires more often than any other: 270k/s
 //           under fio). A wait is measured at its wake-up from counters the scheduler keeps in the
 //           task: the time since the thread's previous wake-up, less what it spent since then on
@@ -50,12 +50,13 @@
 //           and timer:hrtimer_expire_entry/exit (functions sw_hardirq_enter/exit and
 //           sw_hrtimer_enter/exit, attached by name, raw; they read no argument).
 // Overhead: per wake-up on the host: one kernel read (pid and tgid); of a main thread, one hash
-//           lookup (two outside the workload); of a workload main thread, five reads more, a clock
-//           read and two hash updates. Per interrupt edge: one per-CPU array update. Measured (benchmarks/hot_loads.py,
-//           benchmarks/HOT_LOADS.md: 2026-12-05, 2-vCPU VM): sched_waking 90 ns x 75,012/s beside
-//           4 x 128 threads that hash and sleep (0.68 % of a core; 513 ns while every thread's
-//           waits were measured: HOT_LOADS.md at b5df0dd), 312 ns x 18,689/s on an iperf3 flood (single-threaded: every
-//           wake-up measured), 72 ns x 165,060/s under fio (the floor); sw_hrtimer_enter/exit
+//           lookup (two outside the workload); of a workload main thread, five reads more, a
+//           clock read and two hash updates. Per interrupt edge: one per-CPU array update.
+//           Measured (benchmarks/hot_loads.py, benchmarks/HOT_LOADS.md: 2026-12-05, 2-vCPU VM):
+//           sched_waking 90 ns x 75,012/s beside 4 x 128 threads that hash and sleep (0.68 % of
+//           a core; 513 ns while every thread's waits were measured: HOT_LOADS.md at b5df0dd),
+//           312 ns x 18,689/s on an iperf3 flood (single-threaded: every wake-up measured),
+//           72 ns x 165,060/s under fio (the floor); sw_hrtimer_enter/exit
 //           49 + 40 ns x 36,765/s beside the threads; softirq edges 38 + 37 ns x 137,566/s under
 //           fio (probes/hot_events.bpf.c).
 #include <uapi/linux/ptrace.h>
@@ -167,8 +168,8 @@ static inline int sw_still_queued(u64 task) {
     return 1;
 }
 
-// sched_waking(struct task_struct *p), in the waker's context. A task outside the workload costs
-// one kernel read and two hash misses, and no clock read.
+// sched_waking(struct task_struct *p), in the waker's context. A thread that is not its process's
+// main thread costs one kernel read; a main thread outside the workload, two hash misses more.
 RAW_TRACEPOINT_PROBE(sched_waking) {
     u64 task = ctx->args[0];
 #if SW_TGID_OFF == SW_PID_OFF + 4  // pid and tgid side by side, as in every kernel since 2.6: one read

@@ -136,7 +136,8 @@ def test_io_thread_waits_in_state_io_match_an_independent_count(recorded):
     if d_switches is None:
         pytest.skip("bpftrace is not installed (scripts/setup-dev.sh installs it)")
     # A wait whose wake-up raced the sleeper's schedule() is counted with the next one, in that
-    # one's state: a GIL wait (S) may land among the io waits (3 of 8,811 in one run): 0.2 % slack.
+    # one's state: a wait in S may land among the io waits (3 of 8,811 GIL waits in one run, when
+    # the reader was a thread of the main process): 0.2 % slack.
     d = d_switches.get(io["tid"], 0)
     assert d - unseen <= w["count"].sum() <= d + 2 + d // 500
 
