@@ -22,7 +22,7 @@ from dpuprof.errors import UserError
 from dpuprof.marker import MARK_MAGIC
 from dpuprof.record.drain.maps import Cumulative
 from dpuprof.record.load import uprobe_link
-from dpuprof.record.workload import procfs
+from dpuprof.record.load.mapped import MappedFiles, mapped_files
 
 # Function ids and library ids: keep in step with probes/uprobes.bpf.c.
 FUNCS = {0: ("allreduce", None), 1: ("inflate", "decompress"), 2: ("deflate", "compress"),
@@ -92,16 +92,6 @@ def over_limit(hits: dict[int, int], elapsed_s: float, limit_hz: float) -> dict[
     return {slot: n / elapsed_s for slot, n in hits.items() if n / elapsed_s > limit_hz}
 
 
-def mapped_files(maps_text: str) -> set[str]:
-    """Paths of the files mapped executable in a ``/proc/PID/maps`` text (deleted files skipped)."""
-    out = set()
-    for line in maps_text.splitlines():
-        parts = line.split(None, 5)
-        if len(parts) == 6 and "x" in parts[1] and parts[5].startswith("/") and not parts[5].endswith(" (deleted)"):
-            out.add(parts[5])
-    return out
-
-
 def match_targets(paths: set[str], targets=TARGETS) -> list[tuple[Target, str]]:
     """(target, path) for every one of ``targets`` whose library is among ``paths``."""
     return [(t, p) for t in targets for p in sorted(paths) if re.search(t.lib_re, p)]
@@ -153,8 +143,7 @@ class UprobeSession:
         self.detached: dict[str, dict] = {}  # target name -> meta uprobes_detached entry
         self.warnings: list[str] = []  # detach lines not yet taken (take_warnings)
         self.tried_paths: set[str] = set()
-        self._mapped: dict[int, set[str]] = {}  # pid -> executable files seen mapped (attach_new)
-        self._not_read: set[int] = set()  # ids attach_new no longer reads: threads, exited
+        self.mapped = MappedFiles()  # each process's executable files (attach_new)
         self.tried_inodes: set[tuple[int, int]] = set()
         self._marks: list[tuple] = []
         self._marks_lost = 0
@@ -172,25 +161,10 @@ class UprobeSession:
         """Attach the targets of libraries newly mapped by ``pids``; True when ``status`` changed.
 
         ``pids`` may hold thread ids and exited processes (the workload keeps every id it saw):
-        only live thread-group leaders are read, as the threads of a process share its maps.
-        Each one's maps are read every time (a library may be loaded at any moment), but only
-        the files it had not mapped before are looked at further."""
+        only live thread-group leaders are read, as the threads of a process share its maps, and
+        their maps only when they can hold a new library (mapped.py)."""
         paths: set[str] = set()
-        for pid in pids:
-            if pid in self._not_read:
-                continue
-            try:
-                if pid not in self._mapped and procfs.tgid(pid) != pid:
-                    raise OSError("a thread, not a process")
-                with open(f"/proc/{pid}/maps") as fh:
-                    files = mapped_files(fh.read())
-            except OSError:
-                self._not_read.add(pid)  # exited (ids are not reused soon), a thread, or not ours
-                self._mapped.pop(pid, None)
-                continue
-            known = self._mapped.setdefault(pid, set())
-            new = files - known
-            known |= new
+        for pid, new in self.mapped.new_files(pids).items():
             # A file of another mount namespace is reached through the process's root.
             paths |= {f if os.path.exists(f) else f"/proc/{pid}/root{f}" for f in new}
         return self.attach_paths(paths)

@@ -55,6 +55,22 @@ def tgid(pid: int) -> int | None:
     return None
 
 
+def code_size(pid: int) -> tuple[int, int] | None:
+    """(thread-group id, kB of executable mappings: VmExe + VmLib, the kernel's mm->exec_vm) of task
+    ``pid`` from /proc/PID/status; None when gone. A kernel thread has no mappings: 0 kB."""
+    tgid, kb = None, 0
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("Tgid:"):
+                    tgid = int(line.split()[1])
+                elif line.startswith(("VmExe:", "VmLib:")):
+                    kb += int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None if tgid is None else (tgid, kb)
+
+
 def tasks(pid: int) -> list[int]:
     """The thread ids of process ``pid`` (empty when it is gone)."""
     try:
