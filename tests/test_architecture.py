@@ -20,12 +20,7 @@ BENCHMARKS = REPO / "benchmarks"  # on sys.path when its scripts run, so its mod
 
 #: Import cycles (strongly connected components of the module graph) left, each with why. The
 #: test fails when one of these is gone too, so that its entry goes with it.
-KNOWN_CYCLES = {
-    # compile_child -> probe_cache -> probes -> compile_child, all through function-level imports:
-    # issue 33's "one way to load the probes" rework of dpuprof/record/load/ removes it.
-    frozenset({"dpuprof.record.load.compile_child", "dpuprof.record.load.probe_cache",
-               "dpuprof.record.load.probes"}),
-}
+KNOWN_CYCLES: set[frozenset[str]] = set()
 
 #: (importing module, imported private name) left, each with why.
 PRIVATE_IMPORTS_ALLOWED: set[tuple[str, str]] = set()

@@ -118,14 +118,15 @@ def test_a_damaged_or_foreign_entry_is_not_used_and_is_replaced(cache, monkeypat
 
 def test_the_key_follows_what_the_load_depends_on(cache, monkeypatch):
     from dpuprof.record.load import probe_cache
+    from dpuprof.record.load.probes import cache_key
 
-    key = probe_cache.cache_key(["proc_tree", "cpu_sample"])
-    assert key == probe_cache.cache_key(["cpu_sample", "proc_tree"])
-    assert key != probe_cache.cache_key(["proc_tree"])
+    key = cache_key(["proc_tree", "cpu_sample"])
+    assert key == cache_key(["cpu_sample", "proc_tree"])
+    assert key != cache_key(["proc_tree"])
     monkeypatch.setenv("DPUPROF_MAP_ENTRIES", "counts=1024")
-    assert key != probe_cache.cache_key(["proc_tree", "cpu_sample"])
+    assert key != cache_key(["proc_tree", "cpu_sample"])
     monkeypatch.delenv("DPUPROF_MAP_ENTRIES")
     monkeypatch.setenv(probe_cache.ENV, "/elsewhere")  # where the cache is does not change what is in it
-    assert key == probe_cache.cache_key(["proc_tree", "cpu_sample"])
+    assert key == cache_key(["proc_tree", "cpu_sample"])
     monkeypatch.setenv(probe_cache.ENV, "relative/path")
     assert probe_cache.directory() is None

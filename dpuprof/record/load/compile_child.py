@@ -34,7 +34,7 @@ import socket
 import struct
 
 from dpuprof.errors import UserError
-from dpuprof.record.load import attach, bytecode, uprobe_link
+from dpuprof.record.load import attach, bytecode, probe_cache, uprobe_link
 from dpuprof.record.load.bcc_loader import release_compiler_pages
 
 INPROCESS_ENV = "DPUPROF_COMPILE_INPROCESS"
@@ -45,27 +45,27 @@ def _set(name: str) -> bool:
 _FD_CHUNK = 200  # fds per SCM_RIGHTS message (the kernel's SCM_MAX_FD is 253)
 
 
-def load(bpf_cls, wanted: list[str], load_fn, perf_event_funcs: tuple[str, ...]):
+def load(bpf_cls, wanted: list[str], load_fn, perf_event_funcs: tuple[str, ...], key_fn=None):
     """``start(...).result()``: see ``start``."""
-    return start(bpf_cls, wanted, load_fn, perf_event_funcs).result()
+    return start(bpf_cls, wanted, load_fn, perf_event_funcs, key_fn).result()
 
 
-def start(bpf_cls, wanted: list[str], load_fn, perf_event_funcs: tuple[str, ...]) -> "Pending":
+def start(bpf_cls, wanted: list[str], load_fn, perf_event_funcs: tuple[str, ...], key_fn=None) -> "Pending":
     """Start ``load_fn(bpf_cls, wanted)`` (probes._load: (bpf, used, unavailable)) in a forked
     child; its ``result()`` is that triple with the BPF object rebuilt here as a ``ShippedBPF``.
     The load runs in this process instead (at ``result()``) when ``bpf_cls`` is not bcc's own BPF
     (a test's fake), when ``DPUPROF_COMPILE_INPROCESS`` is set, or when the child delivers nothing.
     ``perf_event_funcs``: functions the child loads as perf_event programs (the other functions
-    ``load_fn`` left unloaded are uprobe functions). A UserError raised in the child is raised by
-    ``result()``. Until then this process is free to do other start-up work."""
+    ``load_fn`` left unloaded are uprobe functions). ``key_fn(wanted)``: the probe cache's key for
+    the load (probes.cache_key), consulted and filled when DPUPROF_PROBE_CACHE names a directory;
+    None: no cache. A UserError raised in the child is raised by ``result()``. Until then this
+    process is free to do other start-up work."""
     import bcc
 
     if bpf_cls is not bcc.BPF or _set(INPROCESS_ENV):
         return Pending(lambda: load_fn(bpf_cls, wanted))
-    from dpuprof.record.load import probe_cache  # noqa: PLC0415 -- cycle compile_child -> probe_cache -> probes (KNOWN_CYCLES)
-
     where = probe_cache.directory()
-    key = probe_cache.cache_key(wanted) if where is not None else None
+    key = key_fn(wanted) if where is not None and key_fn is not None else None
     hit = probe_cache.replay(where, key) if key is not None else None
     if hit is not None:
         return Pending(lambda: _rebuild(*hit))
@@ -138,8 +138,6 @@ def _child(bpf_cls, wanted, load_fn, perf_event_funcs, sock, cache=None) -> None
         state.update(_describe(bpf, perf_event_funcs, fds))
     _send(sock, state, fds)
     if cache is not None and bpf is not None:
-        from dpuprof.record.load import probe_cache  # noqa: PLC0415 -- cycle compile_child -> probe_cache -> probes (KNOWN_CYCLES)
-
         try:
             probe_cache.store(*cache, probe_cache.capture(bpf, state, fds))
         except Exception:  # noqa: BLE001 -- the cache is only an optimisation

@@ -45,17 +45,16 @@ def directory() -> Path | None:
     return Path(value) if os.path.isabs(value) else None
 
 
-def cache_key(wanted: list[str]) -> str:
-    """A hex digest of what the load of ``wanted`` depends on (see the module docstring)."""
+def cache_key(wanted: list[str], probe_sources: list[Path], missing: dict) -> str:
+    """A hex digest of what the load of ``wanted`` depends on (see the module docstring), given the
+    probes' C files and, per wanted probe, the tracepoints this kernel lacks (probes.cache_key
+    gathers them: this module does not import probes.py, which starts the compile child)."""
     from bcc import __version__ as bcc_version
-
-    from dpuprof.record.load import probes  # noqa: PLC0415 -- cycle compile_child -> probe_cache -> probes (KNOWN_CYCLES)
 
     here = Path(__file__).parent
     sources = hashlib.sha256()
-    for path in sorted(probes.probe_dir().glob("*.bpf.c")) + [here / m for m in _LOADER_MODULES]:
+    for path in sorted(probe_sources) + [here / m for m in _LOADER_MODULES]:
         sources.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    missing = {p.name: probes.missing_tracepoints(p) for p in probes.PROBES if p.name in wanted}
     try:
         cpus = Path("/sys/devices/system/cpu/possible").read_text().strip()
     except OSError:

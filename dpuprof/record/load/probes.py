@@ -40,7 +40,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from dpuprof.record.load import attach
+from dpuprof.record.load import attach, compile_child, probe_cache
 
 TRACEFS_CANDIDATES = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 
@@ -312,12 +312,16 @@ def load(bpf_cls, wanted: list[str]) -> tuple[object | None, list[str], dict[str
     return start_load(bpf_cls, wanted)()
 
 
+def cache_key(wanted: list[str]) -> str:
+    """probe_cache's key for a load of ``wanted`` on this kernel, with these probe sources."""
+    return probe_cache.cache_key(wanted, list(probe_dir().glob("*.bpf.c")),
+                                 {p.name: missing_tracepoints(p) for p in PROBES if p.name in wanted})
+
+
 def start_load(bpf_cls, wanted: list[str]):
     """``load``, started: the compile runs (in a child) while the caller goes on; calling the
     returned function waits for it and returns what ``load`` returns."""
-    from dpuprof.record.load import compile_child
-
-    pending = compile_child.start(bpf_cls, wanted, _load, PERF_EVENT_FUNCS)
+    pending = compile_child.start(bpf_cls, wanted, _load, PERF_EVENT_FUNCS, cache_key)
 
     def result():
         from dpuprof.record.load.bcc_loader import release_compiler_pages
