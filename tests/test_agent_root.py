@@ -252,6 +252,18 @@ def _query(port: int, promql: str, at: float | None = None) -> list:
     return [(r["metric"], float(r["value"][1])) for r in body["data"]["result"]]
 
 
+def _wait_scraped(port: int, after: float, timeout: float = 60.0) -> None:
+    """Until Prometheus holds a scrape of the agent taken after unix time ``after`` (polled: its
+    scrape interval is not this test's to assume)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        got = _query(port, 'timestamp(up{job="dpuprof"})')
+        if got and max(v for _m, v in got) >= after:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"Prometheus took no scrape of the agent after {after:.3f} within {timeout:.0f} s")
+
+
 def window_rate_promql(selector: str, window_ms: int) -> str:
     """PromQL: each category's CPU rate (CPU seconds per recorded second) of ``selector`` over the
     last ``window_ms``, from the counters' exact differences. Not rate()/increase(): they extrapolate
@@ -316,19 +328,19 @@ def test_prometheus_rates_a_jobs_categories_as_the_recording_does(tmp_path, slur
             except OSError:
                 pass  # not listening yet
         assert any(v == 1 for _m, v in up), up
-        time.sleep(1.5)  # a scrape after the agent came up, before the job
+        _wait_scraped(prom, time.time())  # a scrape after the agent came up, before the job
         t_a = time.time()
         _zlib_in(group_dir, 4)
         covered = _wait_recorded(agent, port, 0.0)
         _wait_recorded(agent, port, covered + 2.0)  # the job's last interval is committed
-        time.sleep(2.0)  # and scraped
+        _wait_scraped(prom, time.time())  # and scraped
         t_b = time.time()
         selector = f'job_kind="slurm",job_id="{job}"'
         promql = window_rate_promql(selector, int((t_b - t_a) * 1000))
         by_cat = {m["category"]: v for m, v in _query(prom, promql, at=t_b)}
         (r_a,), (r_b,) = ([v for _m, v in _query(prom, "dpuprof_recorded_seconds_total", at=t)] for t in (t_a, t_b))
         assert _projected(agent, port, job) > 0  # a rotated file with the job was projected
-        time.sleep(2.0)  # and scraped
+        _wait_scraped(prom, time.time())  # and scraped
         docs = {name: _query(prom, q) for name, q in documented_promql().items()}
         agent.send_signal(signal.SIGTERM)
         assert agent.wait(timeout=120) == 0, agent.stderr.read()
