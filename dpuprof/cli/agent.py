@@ -47,8 +47,8 @@ per packet or block request (bytes, packets and I/Os come from /proc); the agent
 
 \b
 Cost: measured on a 2-vCPU VM beside a mixed load of about a core (iperf3, hashing threads,
-short-lived processes, fio; benchmarks/AGENT_SOAK.md), the light setting cost 3.04-3.71 % of the
-load's CPU (the agent's own CPU plus its BPF programs' run time) at 75.6-79.1 MB of RSS over 60
+short-lived processes, fio; benchmarks/AGENT_SOAK.md), the light setting cost 2.73-3.21 % of the
+load's CPU (the agent's own CPU plus its BPF programs' run time) at 73.4-77.8 MB of RSS over 60
 minutes. --duty 5s/15s cut the recorder's CPU from 89 to 32 ms a second (a 30-s run).
 
 \b
