@@ -63,9 +63,10 @@ class MappedFiles:
             self.maps_read += 1
             self.code_kb[pid] = code[1]
             known = self.files.setdefault(pid, set())
-            if files - known:
-                out[pid] = files - known
-                known |= files
+            new = files - known
+            if new:
+                out[pid] = new
+                known |= new
         return out
 
     def _skip(self, pid: int) -> None:

@@ -43,32 +43,34 @@ def alive(pid: int, starttime: int | None = None) -> bool:
     return st is not None and st.state not in DEAD_STATES and (starttime is None or st.starttime == starttime)
 
 
-def tgid(pid: int) -> int | None:
-    """The process (thread-group leader) that task ``pid`` belongs to; None when gone."""
+def _status(pid: int, keys: tuple[str, ...]) -> dict[str, int] | None:
+    """The first number of each /proc/PID/status line named in ``keys`` (e.g. "Tgid"), those
+    present; None when the task is gone."""
+    out = {}
     try:
         with open(f"/proc/{pid}/status") as fh:
             for line in fh:
-                if line.startswith("Tgid:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return None
+                key, _, value = line.partition(":")
+                if key in keys:
+                    out[key] = int(value.split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return out
+
+
+def tgid(pid: int) -> int | None:
+    """The process (thread-group leader) that task ``pid`` belongs to; None when gone."""
+    fields = _status(pid, ("Tgid",))
+    return None if fields is None else fields.get("Tgid")
 
 
 def code_size(pid: int) -> tuple[int, int] | None:
     """(thread-group id, kB of executable mappings: VmExe + VmLib, the kernel's mm->exec_vm) of task
     ``pid`` from /proc/PID/status; None when gone. A kernel thread has no mappings: 0 kB."""
-    tgid, kb = None, 0
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("Tgid:"):
-                    tgid = int(line.split()[1])
-                elif line.startswith(("VmExe:", "VmLib:")):
-                    kb += int(line.split()[1])
-    except (OSError, ValueError, IndexError):
+    fields = _status(pid, ("Tgid", "VmExe", "VmLib"))
+    if fields is None or "Tgid" not in fields:
         return None
-    return None if tgid is None else (tgid, kb)
+    return fields["Tgid"], fields.get("VmExe", 0) + fields.get("VmLib", 0)
 
 
 def tasks(pid: int) -> list[int]:
