@@ -4,8 +4,9 @@
 //           not the task is the workload's; two programs on one event would cost two dispatches
 //           and two timestamps. Here each event has one program that calls the hook of each loaded
 //           probe:
-//             softirq_entry  softirq_on_entry, sched_wait_irq_enter
-//             softirq_exit   softirq_on_exit, sched_wait_irq_exit
+//             softirq_entry  softirq_on_entry
+//             softirq_exit   softirq_on_exit
+//           (sched_wait hooked both until 2026-12-05; it now tells interrupt context without them.)
 //           No program runs on a context switch: sched_wait measures each wait at its wake-up and
 //           uprobes a call's on-CPU time at its return, both from the task's own scheduler counters
 //           (probes/sched_wait.bpf.c, probes/uprobes.bpf.c). This file is appended after the
@@ -16,29 +17,19 @@
 //           fills no trace record for them. Else the classic tracepoints.
 //           softirq_entry/exit(unsigned int vec).
 // Maps:     none of its own.
-// Overhead: per softirq edge, with sched_wait or softirq loaded: one per-CPU array update (softirq:
-//           a timestamp too). Measured with sched_wait (benchmarks/HOT_LOADS.md, 2026-12-05):
+// Overhead: per softirq edge, with softirq loaded (opt-in): a timestamp and one per-CPU array
+//           update. Measured with sched_wait's flag alone (benchmarks/HOT_LOADS.md, 2026-12-05):
 //           softirq_entry/exit 46 + 41 ns x 80,726/s on an iperf3 flood, 38 + 37 ns x 137,566/s
-//           under fio (1.0 % of a core there).
+//           under fio (1.0 % of a core there); softirq's hooks add a clock read and a map update.
 
-#if defined(HOOK_softirq) || defined(HOOK_sched_wait)
+#ifdef HOOK_softirq
 #define HOT_SOFTIRQ 1
 static inline void hot_softirq_entry(u32 vec) {
-#ifdef HOOK_softirq
     softirq_on_entry(bpf_ktime_get_ns());
-#endif
-#ifdef HOOK_sched_wait
-    sched_wait_irq_enter();
-#endif
 }
 
 static inline void hot_softirq_exit(u32 vec) {
-#ifdef HOOK_softirq
     softirq_on_exit(vec, bpf_ktime_get_ns());
-#endif
-#ifdef HOOK_sched_wait
-    sched_wait_irq_exit();
-#endif
 }
 #endif
 

@@ -27,8 +27,6 @@
 //           sw_waits    HASH (tid, tgid, state, waker tgid, waker tid) -> {ns, count}, cumulative,
 //                       main threads only (tid = tgid)
 //                                                                                   (16384 entries)
-//           sw_irq      PERCPU_ARRAY [0] = whether this CPU is in a hard interrupt, an hrtimer
-//                             expiry, a softirq (a flag each)
 //           sw_lost     ARRAY [0] = thread events lost (sw_threads full),
 //                             [1] = waits lost (sw_waits full),
 //                             [2] = wake-ups not measured: the thread's first one seen (a thread
@@ -39,26 +37,24 @@
 //           wakee's CPU from an IPI), so the current task is the waker. A wake-up from interrupt
 //           context (a device interrupt, an hrtimer expiring -- sleeps and timeouts --, a softirq:
 //           network receive, block completion, timer wheel) has waker 0, not the task that the
-//           interrupt happened to hit: sw_irq flags, per CPU, which of those handlers the CPU is
-//           in (entry/exit tracepoints). Wake-ups from other interrupt work (IPIs, irq_work)
-//           keep the interrupted task.
-// Hooks:    raw tracepoints sched_waking, sched_wakeup_new and sched_process_exit (their task
-//           argument, read at offsets from the running kernel's BTF: dpuprof/record/load/probes.py
-//           defines SCHED_WAIT_RAW and the offsets; without raw tracepoints or BTF this probe is
-//           unavailable); irq:softirq_entry/exit through sched_wait_irq_enter/exit, called by the one
-//           program on each of those events (probes/hot_events.bpf.c); irq:irq_handler_entry/exit
-//           and timer:hrtimer_expire_entry/exit (functions sw_hardirq_enter/exit and
-//           sw_hrtimer_enter/exit, attached by name, raw; they read no argument).
+//           interrupt happened to hit: the CPU's preempt count says which (sw_in_interrupt),
+//           read only for the waits it measures. Until 2026-12-05 a per-CPU flag set by six
+//           programs on the interrupt, hrtimer and softirq edges said it: 38 + 37 ns x 137,566
+//           softirq edges/s under fio (1.0 % of a core) and 49 + 40 ns x 36,765 hrtimer
+//           expiries/s beside 4 x 128 threads, paid on every CPU for every interrupt. Checked
+//           against the kernel's own context flags (trace_pipe's irq column, 3 s of an iperf3
+//           flood, 300 sleeps and a busy loop): 12,138 of 12,138 interrupt wake-ups and 5 of 5
+//           task-context ones agreed. (Where the tracepoint's arguments lie, the task's stack or
+//           the CPU's interrupt stack, would not do: x86-64 runs an interrupt that arrives in
+//           user mode on the task's own stack; 1.5 % of block completions read as task context.)
 // Overhead: per wake-up on the host: one kernel read (pid and tgid); of a main thread, one hash
 //           lookup (two outside the workload); of a workload main thread, five reads more, a
-//           clock read and two hash updates. Per interrupt edge: one per-CPU array update.
+//           clock read, three reads to tell interrupt context and two hash updates.
 //           Measured (benchmarks/hot_loads.py, benchmarks/HOT_LOADS.md: 2026-12-05, 2-vCPU VM):
 //           sched_waking 90 ns x 75,012/s beside 4 x 128 threads that hash and sleep (0.68 % of
 //           a core; 513 ns while every thread's waits were measured: HOT_LOADS.md at b5df0dd),
 //           312 ns x 18,689/s on an iperf3 flood (single-threaded: every wake-up measured),
-//           72 ns x 165,060/s under fio (the floor); sw_hrtimer_enter/exit
-//           49 + 40 ns x 36,765/s beside the threads; softirq edges 38 + 37 ns x 137,566/s under
-//           fio (probes/hot_events.bpf.c).
+//           72 ns x 165,060/s under fio (the floor).
 #include <uapi/linux/ptrace.h>
 #ifndef TASK_COMM_LEN  // not <linux/sched.h>: it pulls in most of the kernel's headers (probes/cpu_sample.bpf.c)
 #define TASK_COMM_LEN 16
@@ -88,8 +84,6 @@ struct sw_wait_val { u64 ns; u64 count; };
 
 BPF_HASH(sw_threads, u32, struct sw_thread, 16384);
 BPF_HASH(sw_waits, struct sw_wait_key, struct sw_wait_val, 16384);
-struct sw_irq_flags { u8 in[8]; };  // [hard interrupt, hrtimer, softirq], padded to the 8 bytes bcc wants
-BPF_PERCPU_ARRAY(sw_irq, struct sw_irq_flags, 1);
 BPF_ARRAY(sw_lost, u64, 3);
 
 static inline void sw_count_lost(int idx) {
@@ -133,14 +127,25 @@ static inline u32 sw_reason(u32 state) {
     return (state & 0x1) ? SW_SLEEP : SW_OTHER;
 }
 
+// Whether this program runs in interrupt context: a hard interrupt (an hrtimer expiry included),
+// an NMI, or serving a softirq, by this CPU's preempt count (include/linux/preempt.h: NMI_MASK
+// 0xf00000, HARDIRQ_MASK 0xf0000, SOFTIRQ_OFFSET 0x100), the per-CPU variable the kernel's own
+// in_interrupt() reads (x86-64). bcc cannot name a per-CPU variable; the current task's run queue
+// is this CPU's, and a per-CPU variable lies at a fixed distance from it (SW_PREEMPT_FROM_RQ,
+// from the per-CPU section in BTF). The run queue is read through the task's cfs_rq, which the
+// scheduler sets for a task of any class (the idle task's included).
+static inline int sw_in_interrupt(void) {
+    u64 cfs_rq = sw_read_u64(bpf_get_current_task(), SW_CFS_RQ_OFF);
+    u64 rq = sw_read_u64(cfs_rq, SW_RQ_OFF);
+    return (sw_read_u32(rq + SW_PREEMPT_FROM_RQ, 0) & 0x00ff0100) != 0;
+}
+
 // Charges `ns` blocked in `state` to the waker, by thread. The keys are bounded by main threads x
 // wakers. (When every thread's waits were measured, other threads' were charged to the waker's
 // process: T threads handing the GIL to each other made up to T x T keys, and 4 x 128 Python
 // threads filled the 16384 entries in seconds.)
 static inline void sw_add_wait(u32 tid, u32 tgid, u32 state, u64 ns, u64 count) {
-    int zero = 0;
-    struct sw_irq_flags *irq = sw_irq.lookup(&zero);
-    u64 waker = (irq && (irq->in[0] | irq->in[1] | irq->in[2])) ? 0 : bpf_get_current_pid_tgid();
+    u64 waker = sw_in_interrupt() ? 0 : bpf_get_current_pid_tgid();
     u32 waker_tgid = waker >> 32;
     struct sw_wait_key key = {.tid = tid, .tgid = tgid, .state = state, .waker_tgid = waker_tgid,
                               .waker_tid = (u32)waker};
@@ -235,49 +240,5 @@ RAW_TRACEPOINT_PROBE(sched_process_exit) {
     t->on_ns = sw_read_u64(task, SW_RUNTIME_OFF);
     t->runq_ns = sw_read_u64(task, SW_RUN_DELAY_OFF);
     bpf_get_current_comm(&t->comm, sizeof(t->comm));
-    return 0;
-}
-
-// Interrupt edges: each kind sets and clears its own flag (hard interrupts, hrtimer expiries and
-// softirqs each do not nest in themselves). A counter of nesting depth, shared by the kinds, was
-// left above 0 for good by one skipped exit (the kernel skips a program that would recurse into
-// itself: 1 in ~12,000 exits when one function served two tracepoints); a flag is made right by
-// the next edge of its kind.
-#define SW_HARDIRQ 0
-#define SW_HRTIMER 1
-#define SW_SOFTIRQ 2
-
-static inline void sw_irq_flag(int kind, u8 value) {
-    int zero = 0;
-    struct sw_irq_flags *f = sw_irq.lookup(&zero);
-    if (f)
-        f->in[kind] = value;
-}
-
-static inline void sched_wait_irq_enter(void) {
-    sw_irq_flag(SW_SOFTIRQ, 1);
-}
-
-static inline void sched_wait_irq_exit(void) {
-    sw_irq_flag(SW_SOFTIRQ, 0);
-}
-
-int sw_hardirq_enter(void *ctx) {
-    sw_irq_flag(SW_HARDIRQ, 1);
-    return 0;
-}
-
-int sw_hardirq_exit(void *ctx) {
-    sw_irq_flag(SW_HARDIRQ, 0);
-    return 0;
-}
-
-int sw_hrtimer_enter(void *ctx) {
-    sw_irq_flag(SW_HRTIMER, 1);
-    return 0;
-}
-
-int sw_hrtimer_exit(void *ctx) {
-    sw_irq_flag(SW_HRTIMER, 0);
     return 0;
 }

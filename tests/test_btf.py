@@ -94,6 +94,39 @@ def test_errors_are_btf_errors(synthetic):
         Btf.load("/nonexistent/vmlinux")
 
 
+def test_per_cpu_variables_from_the_per_cpu_section_only():
+    names = ["int", "__preempt_count", "runqueues", ".data..percpu", ".data", "jiffies"]
+    _, s = _blob([], names)
+    types = [
+        _t(s["int"], btf.INT, 0, 4, extra=struct.pack("<I", 32)),                    # 1
+        _t(s["__preempt_count"], btf.VAR, 0, 1, extra=struct.pack("<I", 1)),          # 2
+        _t(s["runqueues"], btf.VAR, 0, 1, extra=struct.pack("<I", 1)),                # 3
+        _t(s["jiffies"], btf.VAR, 0, 1, extra=struct.pack("<I", 1)),                  # 4
+        _t(s[".data"], btf.DATASEC, 1, 8, extra=struct.pack("<III", 4, 64, 8)),       # 5: not per-CPU
+        _t(s[".data..percpu"], btf.DATASEC, 2, 4096,
+           extra=struct.pack("<IIIIII", 2, 16, 4, 3, 512, 3584)),                    # 6
+    ]
+    data, _ = _blob(types, names)
+    b = Btf(data)
+    assert b.percpu_var("__preempt_count") == btf.Member(16, 4)
+    assert b.percpu_var("runqueues") == btf.Member(512, 3584)
+    with pytest.raises(BtfError, match="no per-CPU variable"):
+        b.percpu_var("jiffies")  # a variable of another section
+
+
+@pytest.mark.skipif(not btf.VMLINUX.exists() or not shutil.which("bpftool"), reason="needs BTF and bpftool")
+def test_per_cpu_offsets_match_bpftool():
+    """sched_wait finds the preempt count at __preempt_count's distance from runqueues."""
+    dump = subprocess.run(["bpftool", "btf", "dump", "file", str(btf.VMLINUX)], capture_output=True,
+                          text=True, check=True).stdout
+    section = dump[dump.index("DATASEC '.data..percpu'"):]
+    k = Btf.load()
+    for name in ("__preempt_count", "runqueues"):
+        line = next(ln for ln in section.splitlines() if f"(VAR '{name}')" in ln)
+        offset, size = (int(ln.split("=")[1]) for ln in line.split()[1:3])
+        assert k.percpu_var(name) == btf.Member(offset, size)
+
+
 # Members whose offsets the probes use, plus a few deep in big structs as a check of the reader.
 KERNEL_MEMBERS = [("sk_buff", "len"), ("sk_buff", "dev"), ("net_device", "name"),
                   ("request", "q"), ("request", "cmd_flags"), ("request_queue", "disk"),

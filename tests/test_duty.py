@@ -123,9 +123,9 @@ class _FakeBpf:
 
 
 def test_detach_closes_every_raw_attachment_and_reattach_restores_its_key():
-    bpf = _FakeBpf(["raw_tracepoint__sched_switch", "sw_irq_enter"])
+    bpf = _FakeBpf(["raw_tracepoint__sched_switch", "raw_tracepoint__sched_waking"])
     bpf.attach_raw_tracepoint(tp=b"sched_switch", fn_name=b"raw_tracepoint__sched_switch")
-    attach.raw_by_name(bpf, "irq_handler_entry", "sw_irq_enter")
+    bpf.attach_raw_tracepoint(tp=b"sched_waking", fn_name=b"raw_tracepoint__sched_waking")
     before = set(bpf.raw_tracepoint_fds)
     fds = list(bpf.raw_tracepoint_fds.values())
     plan, wait = attach.detach_events(bpf)
@@ -136,17 +136,18 @@ def test_detach_closes_every_raw_attachment_and_reattach_restores_its_key():
             os.fstat(fd)
     bpf.calls.clear()
     attach.reattach_events(bpf, plan)
-    assert set(bpf.raw_tracepoint_fds) == before == {b"sched_switch", b"irq_handler_entry/sw_irq_enter"}
-    assert sorted(fn for _k, _tp, fn in bpf.calls) == [b"raw_tracepoint__sched_switch", b"sw_irq_enter"]
+    assert set(bpf.raw_tracepoint_fds) == before == {b"sched_switch", b"sched_waking"}
+    assert sorted(fn for _k, _tp, fn in bpf.calls) == [b"raw_tracepoint__sched_switch", b"raw_tracepoint__sched_waking"]
     for fd in bpf.raw_tracepoint_fds.values():
         os.close(fd)
 
 
 def test_reattach_names_bccs_own_tracepoint_functions():
-    bpf = _FakeBpf(["tracepoint__sched__sched_process_fork", "sw_irq_exit"])
+    bpf = _FakeBpf(["tracepoint__sched__sched_process_fork", "tracepoint__sock__sock_send_length"])
     attach.reattach_events(bpf, [(False, b"sched:sched_process_fork", b"tracepoint__sched__sched_process_fork"),
-                                 (False, b"irq:irq_handler_exit/sw_irq_exit", b"sw_irq_exit")])
-    assert set(bpf.tracepoint_fds) == {b"sched:sched_process_fork", b"irq:irq_handler_exit/sw_irq_exit"}
+                                 (False, b"sock:sock_send_length", b"tracepoint__sock__sock_send_length")])
+    assert set(bpf.tracepoint_fds) == {b"sched:sched_process_fork", b"sock:sock_send_length"}
+    assert [fn for _k, _tp, fn in bpf.calls] == [b"tracepoint__sched__sched_process_fork", b"tracepoint__sock__sock_send_length"]
 
 
 def test_detach_refuses_an_attachment_it_could_not_restore():

@@ -112,10 +112,8 @@ def test_hooks_reads_which_programs_bcc_attached():
     assert probes.hooks(Bpf) == {"softirq": "raw_tracepoint", "net_dev": "tracepoint",
                                  "block_io": "raw_tracepoint"}
 
-    class WithSchedWait(Bpf):  # the interrupt edges, attached by name under "event/function"
-        funcs = {**Bpf.funcs, b"raw_tracepoint__sched_waking": 8, b"sw_hardirq_enter": 9, b"sw_hardirq_exit": 10}
-        raw_tracepoint_fds = {b"softirq_entry": 11, b"irq_handler_entry/sw_hardirq_enter": 12,
-                              b"irq_handler_exit/sw_hardirq_exit": 13}
+    class WithSchedWait(Bpf):
+        funcs = {**Bpf.funcs, b"raw_tracepoint__sched_waking": 8}
 
     assert probes.hooks(WithSchedWait)["sched_wait"] == "raw_tracepoint"
 

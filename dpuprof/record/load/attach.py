@@ -1,6 +1,5 @@
-"""Attaching the probes' functions by name, beside the programs bcc attached itself, closing
-every attachment in parallel at cleanup (record/load/probes.py builds the programs and calls these),
-and detaching the tracepoints for a while with the programs and maps kept (``detach_events``,
+"""Closing every attachment of the probes in parallel at cleanup (record/load/probes.py builds the
+programs and calls this), and detaching the tracepoints for a while with the programs and maps kept (``detach_events``,
 ``reattach_events``: the agent's duty cycle, record/sources.py ``BpfSource.pause``).
 """
 
@@ -40,13 +39,9 @@ def cleanup_in_parallel(bpf, cleanup) -> None:
 
 
 def _function_of(key: bytes, raw: bool) -> bytes:
-    """The function attached under ``key`` of ``tracepoint_fds`` (``raw`` False) or
-    ``raw_tracepoint_fds``: after the "/" of a by-name key (``_beside``), else bcc's own
-    auto-attach name, ``tracepoint__CATEGORY__NAME`` or ``raw_tracepoint__NAME``."""
-    tp, sep, fn = key.partition(b"/")
-    if sep:
-        return fn
-    return b"raw_tracepoint__" + tp if raw else b"tracepoint__" + tp.replace(b":", b"__")
+    """The function bcc attached under ``key`` of ``tracepoint_fds`` (``raw`` False) or
+    ``raw_tracepoint_fds``: ``tracepoint__CATEGORY__NAME`` or ``raw_tracepoint__NAME``."""
+    return b"raw_tracepoint__" + key if raw else b"tracepoint__" + key.replace(b":", b"__")
 
 
 def detach_events(bpf) -> tuple[list[tuple[bool, bytes, bytes]], Callable[[], None]]:
@@ -90,46 +85,9 @@ def _close_perf_event(fd: int) -> None:
 
 
 def reattach_events(bpf, plan: list[tuple[bool, bytes, bytes]]) -> None:
-    """Attach again what ``detach_events`` detached, under the same keys (by-name ones beside the
-    others, as ``by_name`` and ``raw_by_name`` attached them)."""
+    """Attach again what ``detach_events`` detached, under the same keys."""
     for raw, key, fn in plan:
-        tp, sep, _ = key.partition(b"/")
-        if sep:
-            (raw_by_name if raw else by_name)(bpf, tp.decode(), fn.decode())
-        elif raw:
-            bpf.attach_raw_tracepoint(tp=tp, fn_name=fn)
+        if raw:
+            bpf.attach_raw_tracepoint(tp=key, fn_name=fn)
         else:
-            bpf.attach_tracepoint(tp=tp, fn_name=fn)
-
-
-def raw_by_name(bpf, event: str, fn: str) -> None:
-    """Attach function ``fn`` to raw tracepoint ``event`` beside any program already there (the
-    softirq probe's own raw programs on softirq_entry/exit): bcc refuses a second attachment under
-    one name in ``raw_tracepoint_fds``, so the new fd is kept under ``event/fn``, which cleanup
-    closes all the same."""
-    _beside(bpf.raw_tracepoint_fds, event, fn, lambda: bpf.attach_raw_tracepoint(tp=event, fn_name=fn))
-
-
-def by_name(bpf, tp: str, fn: str) -> None:
-    """Attach function ``fn`` to tracepoint ``tp`` beside any program already there.
-
-    bcc keeps one perf-event fd per tracepoint name in ``tracepoint_fds``, so a second attachment
-    would overwrite the first one's fd and ``cleanup()`` would never close it (that program would
-    stay attached until the process exits). The new fd is kept under its own key ``tp/fn``
-    instead; cleanup closes it all the same (it splits keys at ':' only to call libbcc's
-    bpf_detach_tracepoint, which does nothing for perf-event attachments).
-    """
-    _beside(bpf.tracepoint_fds, tp, fn, lambda: bpf.attach_tracepoint(tp=tp, fn_name=fn))
-
-
-def _beside(fds: dict, name: str, fn: str, attach) -> None:
-    """Run ``attach`` (which stores its fd in ``fds`` under ``name``) with any fd already under
-    ``name`` set aside, move the new fd to ``name/fn``, and put the old one back."""
-    key = name.encode()
-    before = fds.pop(key, None)
-    try:
-        attach()
-        fds[key + b"/" + fn.encode()] = fds.pop(key)
-    finally:
-        if before is not None:
-            fds[key] = before
+            bpf.attach_tracepoint(tp=key, fn_name=fn)

@@ -64,6 +64,7 @@ class Btf:
         self._starts: list[int] = [-1]  # where type id i starts in the type section; 0 is void
         self._by_name: dict[tuple[int, int], int] = {}  # (kind, name offset) -> first type id
         self._enums: list[int] = []  # ids of the ENUM and ENUM64 types, for ``enumerator``
+        self._datasecs: list[int] = []  # ids of the DATASEC types, for ``percpu_var``
         self._parse(data[hdr_len + type_off: hdr_len + type_off + type_len])
 
     @classmethod
@@ -83,7 +84,7 @@ class Btf:
         # kept tight: it runs before the probes compile); types, members and names are decoded when
         # a lookup needs them.
         self._sec = sec
-        starts, by_name, enums = self._starts, self._by_name, self._enums
+        starts, by_name, enums, datasecs = self._starts, self._by_name, self._enums, self._datasecs
         fixed, per_item, plain = _EXTRA_FIXED, _EXTRA_PER_ITEM, _NO_EXTRA
         unpack, pos, end = struct.Struct("<II").unpack_from, 0, len(sec) - 12
         while pos <= end:
@@ -95,6 +96,8 @@ class Btf:
             if kind in per_item:
                 if kind == ENUM or kind == ENUM64:
                     enums.append(len(starts) - 1)
+                elif kind == DATASEC:
+                    datasecs.append(len(starts) - 1)
                 pos += 12 + per_item[kind] * (info & 0xFFFF)
             elif kind in fixed:
                 pos += 12 + fixed[kind]
@@ -162,6 +165,19 @@ class Btf:
                         value -= 1 << 64
                     return value
         raise BtfError(f"no enumerator {name!r} in BTF")
+
+    def percpu_var(self, name: str) -> Member:
+        """Byte offset (in the per-CPU section ``.data..percpu``) and size of per-CPU variable
+        ``name``; raises BtfError if none. Two variables' offsets differ by what their addresses
+        on one CPU differ by."""
+        for tid in self._datasecs:
+            if self.name(tid) != ".data..percpu":
+                continue
+            t = self.type(tid)
+            for var, offset, size in struct.iter_unpack("<III", self._sec[t.extra: t.extra + 12 * t.vlen]):
+                if self.name(var) == name:
+                    return Member(offset, size)
+        raise BtfError(f"no per-CPU variable {name!r} in BTF")
 
     def resolve(self, tid: int) -> int:
         """``tid`` with typedefs and qualifiers stripped."""

@@ -6,16 +6,15 @@ the rest compile together in one bcc invocation (about 1 s), falling back to one
 combined program fails, so one bad probe never costs the others.
 
 A probe may ``need`` another (its maps are shared by name in the combined program; compiled alone
-it is compiled with what it needs), and may attach functions to tracepoints by name (``attach``).
+it is compiled with what it needs).
 
 One program per hot event: softirq entry and exit each run one
 program, ``probes/hot_events.bpf.c``, appended to every build with ``HOOK_<probe>`` defined for
-the probes in it; it calls each probe's hook (``softirq_on_entry``, ``sched_wait_irq_enter``,
-...), so a probe that needs one of those events defines a hook instead of a program of its own.
+the probes in it; it calls each probe's hook (``softirq_on_entry``, ...), so a probe that needs
+one of those events defines a hook instead of a program of its own.
 
-Hooks: the hot events, net_dev, block_io and sched_wait's interrupt edges (the functions it
-attaches by name to irq and hrtimer entry and exit) attach to raw tracepoints where the kernel
-has them (and, for the hot events, net_dev and block_io, where BTF gives the running kernel's
+Hooks: the hot events, net_dev and block_io attach to raw tracepoints where the kernel
+has them (and, for net_dev and block_io, where BTF gives the running kernel's
 struct offsets and constants): classic
 tracepoint programs are skipped while any other BPF program runs on that CPU (the kernel's
 bpf_prog_active recursion guard; each skip is a ``missed_<program>`` in the recording's ``lost``
@@ -50,12 +49,15 @@ class RawVariant:
     """How a probe's raw-tracepoint version is compiled: ``define`` selects it in the C file;
     each (constant, struct, member[, size]) of ``btf`` becomes ``#define constant <byte offset>``
     (with a size in bytes, a member of another size makes the raw version unusable: the program
-    reads it with a fixed width), and each (constant, enumerator) of ``enums`` becomes
-    ``#define constant <value>``, both from the running kernel's BTF."""
+    reads it with a fixed width), each (constant, enumerator) of ``enums`` becomes
+    ``#define constant <value>``, and each (constant, variable, base, size) of ``percpu`` becomes
+    ``#define constant <how far per-CPU variable ``variable`` lies from ``base``>`` (on any one
+    CPU), all from the running kernel's BTF."""
     define: str
     btf: tuple[tuple, ...] = ()
     enums: tuple[tuple[str, str], ...] = ()
     optional: tuple[tuple, ...] = ()  # as ``btf``, but a member this kernel lacks defines nothing
+    percpu: tuple[tuple[str, str, str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -66,14 +68,8 @@ class Probe:
     perf_event: bool = False
     raw: RawVariant | None = None
     needs: tuple[str, ...] = ()  # probes whose maps this one uses
-    attach: tuple[tuple[str, str], ...] = ()  # (tracepoint, function) attached by name
-    raw_attach: tuple[str, ...] = ()  # of those tracepoints, the ones attached raw with ``raw``
 
 
-# Interrupt-handler edges: sched_wait charges wake-ups between them to "interrupt" (waker 0). The
-# softirq edges reach it through hot_events' softirq programs.
-_IRQ_EDGES = ("irq:irq_handler_entry", "irq:irq_handler_exit", "timer:hrtimer_expire_entry",
-              "timer:hrtimer_expire_exit")
 _SOFTIRQ_EDGES = ("irq:softirq_entry", "irq:softirq_exit")
 
 PROBES = (
@@ -110,20 +106,19 @@ PROBES = (
     # program on sched_switch; the task fields' offsets come from BTF, so there is no classic
     # tracepoint version.
     Probe("sched_wait", "sched_wait.bpf.c",
-          ("sched:sched_waking", "sched:sched_wakeup_new", "sched:sched_process_exit", *_IRQ_EDGES,
-           *_SOFTIRQ_EDGES),
+          ("sched:sched_waking", "sched:sched_wakeup_new", "sched:sched_process_exit"),
           needs=("proc_tree",),
           raw=RawVariant("SCHED_WAIT_RAW",
                          (("SW_PID_OFF", "task_struct", "pid", 4), ("SW_TGID_OFF", "task_struct", "tgid", 4),
                           ("SW_STATE_OFF", "task_struct", "__state", 4), ("SW_ON_RQ_OFF", "task_struct", "on_rq", 4),
                           ("SW_RUNTIME_OFF", "task_struct", "se.sum_exec_runtime", 8),
                           ("SW_RUN_DELAY_OFF", "task_struct", "sched_info.run_delay", 8),
-                          ("SW_NVCSW_OFF", "task_struct", "nvcsw", 8)),
+                          ("SW_NVCSW_OFF", "task_struct", "nvcsw", 8),
+                          # interrupt context: this CPU's preempt count, found from its run queue
+                          ("SW_CFS_RQ_OFF", "task_struct", "se.cfs_rq", 8), ("SW_RQ_OFF", "cfs_rq", "rq", 8)),
                          # Linux >= 6.12: a sleeping task may stay queued (delayed dequeue)
-                         optional=(("SW_DELAYED_OFF", "task_struct", "se.sched_delayed", 1),)),
-          raw_attach=_IRQ_EDGES,
-          attach=(("irq:irq_handler_entry", "sw_hardirq_enter"), ("irq:irq_handler_exit", "sw_hardirq_exit"),
-                  ("timer:hrtimer_expire_entry", "sw_hrtimer_enter"), ("timer:hrtimer_expire_exit", "sw_hrtimer_exit"))),
+                         optional=(("SW_DELAYED_OFF", "task_struct", "se.sched_delayed", 1),),
+                         percpu=(("SW_PREEMPT_FROM_RQ", "__preempt_count", "runqueues", 4),))),
 )
 # The one program on each hot event (probes/hot_events.bpf.c): softirq entry and exit; their raw
 # versions read only the vector, so they need raw tracepoints and nothing from BTF.
@@ -240,6 +235,11 @@ def raw_defines(probe: Probe, bpf_cls, supported: bool | None = None) -> tuple[s
             lines.append(f"#define {const} {found.offset}")
         for const, name in probe.raw.enums:
             lines.append(f"#define {const} {_kernel_btf().enumerator(name)}")
+        for const, var, base, size in probe.raw.percpu:
+            found = _kernel_btf().percpu_var(var)
+            if found.size != size:
+                return None, f"BTF: per-CPU {var} is {found.size} bytes, not {size}"
+            lines.append(f"#define {const} ({found.offset - _kernel_btf().percpu_var(base).offset}LL)")
     except BtfError as err:
         return None, f"BTF: {err}"
     for const, struct_name, member, size in probe.raw.optional:
@@ -276,19 +276,11 @@ def hooks(bpf) -> dict[str, str]:
     """{probe name: "raw_tracepoint" or "tracepoint"} for the loaded probes that have both
     versions, read from the programs bcc attached."""
     funcs = {f.decode() if isinstance(f, bytes) else f for f in getattr(bpf, "funcs", {})}
-    raw_fds = {k.decode() if isinstance(k, bytes) else k for k in getattr(bpf, "raw_tracepoint_fds", {})}
     out = {}
     for probe in PROBES:
         events = [tp.split(":", 1)[1] for tp in probe.tracepoints]
         if probe.raw is None and not set(events) <= HOT_EVENT_NAMES:
             continue  # one kind only
-        if probe.raw_attach:  # functions attached by name: raw ones are keyed "event/function"
-            fns = {fn for tp, fn in probe.attach if tp in probe.raw_attach}
-            if any(k.split("/")[-1] in fns for k in raw_fds if "/" in k):
-                out[probe.name] = "raw_tracepoint"
-            elif fns & funcs:
-                out[probe.name] = "tracepoint"
-            continue
         if any(f"raw_tracepoint__{e}" in funcs for e in events):
             out[probe.name] = "raw_tracepoint"
         elif any(f.startswith("tracepoint__") and f.split("__")[-1] in events for f in funcs):
@@ -397,22 +389,10 @@ def _with_needs(probes: list[Probe], unavailable: dict[str, str]) -> list[Probe]
 
 def _build(bpf_cls, probes: list[Probe], variants: dict):
     """One bcc program of ``probes`` (in order, each in its ``variants`` version: raw-tracepoint
-    defines or None) and their hot events' programs (``variants[HOT_EVENTS]``), with their
-    by-name attachments made."""
+    defines or None) and their hot events' programs (``variants[HOT_EVENTS]``)."""
     text = "\n".join([*(_source(p, variants.get(p.name)) for p in probes),
                       hot_source(probes, variants.get(HOT_EVENTS))])
     bpf = bpf_cls(text=text, cflags=CFLAGS)
     if hasattr(bpf, "tracepoint_fds"):
         bpf.cleanup = functools.partial(attach.cleanup_in_parallel, bpf, bpf.cleanup)
-    try:
-        for probe in probes:
-            raw = variants.get(probe.name) is not None
-            for tp, fn in probe.attach:
-                if raw and tp in probe.raw_attach:
-                    attach.raw_by_name(bpf, tp.split(":", 1)[1], fn)
-                else:
-                    attach.by_name(bpf, tp, fn)
-    except Exception:
-        bpf.cleanup()
-        raise
     return bpf
