@@ -52,9 +52,9 @@
 // Hooks:    perf_event PERF_TYPE_SOFTWARE / PERF_COUNT_SW_CPU_CLOCK
 // Overhead: one stack walk (kernel + user) and one hash update per sample; nothing per switch.
 //           on_sample (benchmarks/hot_loads.py, benchmarks/HOT_LOADS.md: 2026-12-05, 2-vCPU VM,
-//           99 Hz): 13.1 us per sample x 119/s on an iperf3 flood, 8.7 us x 195/s on 4 x 128
-//           Python threads (their stacks scanned for Python frames), 12.0 us x 122/s under fio:
-//           0.15-0.17 % of one core.
+//           99 Hz; 13:05): 13.2 us per sample x 130/s on an iperf3 flood, 9.0 us x 195/s on 4 x 128
+//           Python threads (their stacks scanned for Python frames), 13.6 us x 124/s under fio:
+//           0.17-0.18 % of one core.
 #include <uapi/linux/ptrace.h>
 // Not <uapi/linux/bpf_perf_event.h> and <linux/sched.h>: through <linux/ptrace.h> they pull in
 // most of the kernel's headers, 2.6 s of the compile's CPU (of ~5 s for all probes) for one

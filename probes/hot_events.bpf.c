@@ -18,7 +18,7 @@
 //           softirq_entry/exit(unsigned int vec).
 // Maps:     none of its own.
 // Overhead: per softirq edge, with softirq loaded (opt-in): a timestamp and one per-CPU array
-//           update. Measured with sched_wait's flag alone (benchmarks/HOT_LOADS.md, 2026-12-05):
+//           update. Measured with sched_wait's flag alone (benchmarks/HOT_LOADS.md at 6920357, 2026-12-05):
 //           softirq_entry/exit 46 + 41 ns x 80,726/s on an iperf3 flood, 38 + 37 ns x 137,566/s
 //           under fio (1.0 % of a core there); softirq's hooks add a clock read and a map update.
 

@@ -50,11 +50,12 @@
 // Overhead: per wake-up on the host: one kernel read (pid and tgid); of a main thread, one hash
 //           lookup (two outside the workload); of a workload main thread, five reads more, a
 //           clock read, three reads to tell interrupt context and two hash updates.
-//           Measured (benchmarks/hot_loads.py, benchmarks/HOT_LOADS.md: 2026-12-05, 2-vCPU VM):
-//           sched_waking 90 ns x 75,012/s beside 4 x 128 threads that hash and sleep (0.68 % of
-//           a core; 513 ns while every thread's waits were measured: HOT_LOADS.md at b5df0dd),
-//           312 ns x 18,689/s on an iperf3 flood (single-threaded: every wake-up measured),
-//           72 ns x 165,060/s under fio (the floor).
+//           Measured (benchmarks/hot_loads.py, benchmarks/HOT_LOADS.md: 2026-12-05 13:05, 2-vCPU
+//           VM): sched_waking 93 ns x 74,568/s beside 4 x 128 threads that hash and sleep (0.69 %
+//           of a core; 513 ns while every thread's waits were measured: HOT_LOADS.md at b5df0dd),
+//           341 ns x 18,844/s on an iperf3 flood (single-threaded: every wake-up measured; 312 ns
+//           with the interrupt flags, whose six programs cost more), 71 ns x 190,746/s under fio
+//           (the floor; 1.35 % of a core).
 #include <uapi/linux/ptrace.h>
 #ifndef TASK_COMM_LEN  // not <linux/sched.h>: it pulls in most of the kernel's headers (probes/cpu_sample.bpf.c)
 #define TASK_COMM_LEN 16
