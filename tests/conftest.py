@@ -68,6 +68,19 @@ def _stop_signals_at_their_defaults() -> None:
 _stop_signals_at_their_defaults()
 
 
+def _launches_share_compiled_probes() -> None:
+    """The suite's ~70 recorder and agent launches load the same few probe sets: the first launch
+    of a set compiles it (2-3 s of clang on a 2-CPU machine) and stores it in a probe cache of the
+    session's (DPUPROF_PROBE_CACHE, record/load/probe_cache.py); the others load it from there.
+    A different probe set, kernel or DPUPROF_* setting is another key, so no test gets another's
+    programs. The tests of the compile itself (test_compile_child_root.py) and of the cache
+    (test_probe_cache_root.py) set or clear the variable themselves."""
+    os.environ.setdefault("DPUPROF_PROBE_CACHE", _session_dir("dpuprof-probes-"))
+
+
+_launches_share_compiled_probes()
+
+
 @pytest.fixture(autouse=True)
 def _own_cwd(tmp_path_factory, monkeypatch):
     """Run every test in an empty directory of its own, never in the checkout."""
