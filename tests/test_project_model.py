@@ -14,6 +14,7 @@ from dpuprof.categories import CATEGORIES, INFRASTRUCTURE
 from dpuprof.errors import UserError
 from dpuprof.project import ProjectionInput, load_profile, build_projection as project
 from dpuprof.project.allreduce import ring_time_s
+from dpuprof.project.capacity import RATE_TOL
 from dpuprof.project.features import Features, below_page_cache, codec, crypto_kind
 from dpuprof.project.profiles import validate
 from dpuprof.project.assemble import evaluate_rows
@@ -384,6 +385,18 @@ def test_ideal_at_least_bf3_at_least_bf2(inp):
     assert freed["ideal"] == pytest.approx(_infra_s(inp), rel=1e-9, abs=1e-6)
 
 
+def test_a_capped_rows_freed_cpu_follows_the_solved_rate_within_its_tolerance():
+    """Found by hypothesis (test_speedup_monotone_in_alpha): BlueField-2, storage.fs capped. Raising
+    alpha from 0.1875 to 1.0 moved the solved post-offload rate within its tolerance, and the capped
+    storage row's freed CPU with it (4.370939 -> 4.370798 s): expected 1.228497 -> 1.228488."""
+    inp = make_input({"network.tcpip": 0.0, "storage.fs": 17.625, "network.softirq": 0.0},
+                     {"network.tcpip": 5.875, "storage.fs": 5.875, "network.softirq": 5.875}, cpu_count=47,
+                     duration=1.0, idle=11.75, sock_bytes=0.0, sock_calls=0.0, packets=0.0, ios=0.0)
+    lo, hi = (project(inp, PROFILES["bluefield-2"].with_overrides(alpha=a)).speedup.expected for a in (0.1875, 1.0))
+    assert hi >= lo * (1 - RATE_TOL)
+    assert abs(hi - lo) <= 2 * RATE_TOL * lo  # the same speedup: the cap binds at both alphas
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(inp=inputs(max_cpus=64), name=st.sampled_from(["bluefield-3", "bluefield-2", "connectx-7"]),
        a1=st.floats(0, 1), a2=st.floats(0, 1), mode=st.sampled_from([None, "sync", "async"]))
@@ -398,7 +411,7 @@ def test_speedup_monotone_in_alpha(inp, name, a1, a2, mode):
         if a is None:
             assert b is None
         elif b is not None:
-            assert b >= a * (1 - 1e-9)
+            assert b >= a * (1 - RATE_TOL)  # the post-offload rate is solved to RATE_TOL
 
 
 def test_user_profile_end_to_end():

@@ -52,7 +52,12 @@ def _wire_bytes(feats: Features) -> tuple[float, str]:
     return max(net["tx_bytes"], net["rx_bytes"]), "loopback, the recording's stand-in for inter-node traffic"
 
 
-def at_post_offload_rate(at, tol: float = 1e-4, iterations: int = 40):
+#: How closely the post-offload rate is solved (relative): a row whose capacity binds frees CPU in
+#: proportion to the rate, so its freed seconds, and the speedup, carry this much of the solver's slack.
+RATE_TOL = 1e-4
+
+
+def at_post_offload_rate(at, tol: float = RATE_TOL, iterations: int = 40):
     """Solve for the rate the job runs at after the offload, with capacity checked at that rate.
 
     ``at(rate)`` -> (evaluated rows, capacity records, expected speedup or None = unbounded), with
