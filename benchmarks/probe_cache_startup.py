@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Start-up of `dpuprof record` with and without the probe cache (docs/probe-cache.md), side by side.
 
-Each pair runs `dpuprof record -q -- date +%s.%N` once compiling (no DPUPROF_PROBE_CACHE) and once
-from a cache filled by one run before, in random order; start-up is the time from the launch to
+Each pair runs `dpuprof record -q -- date +%s.%N` once compiling (DPUPROF_PROBE_CACHE=off) and once
+from a cache filled by one run before (the default), in random order; start-up is the time from the launch to
 the child's exec (`date` prints it). Prints each pair, then the medians and the median of the
 per-pair ratios with the range of the ratios (with 7 pairs, the range holds the median ratio with
 98 % confidence). Run as root on a quiet machine:
@@ -37,8 +37,8 @@ def main() -> int:
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="dpuprof-cache-startup-")
     try:
-        plain = {k: v for k, v in os.environ.items() if k != "DPUPROF_PROBE_CACHE"}
-        envs = {"compiled": plain, "cached": plain | {"DPUPROF_PROBE_CACHE": os.path.join(work, "cache")}}
+        envs = {"compiled": os.environ | {"DPUPROF_PROBE_CACHE": "off"},
+                "cached": os.environ | {"DPUPROF_PROBE_CACHE": os.path.join(work, "cache")}}
         print(f"load average {os.getloadavg()[0]:.2f}; filling the cache", flush=True)
         start_up(envs["cached"], os.path.join(work, "fill.rec"))
         pairs = []

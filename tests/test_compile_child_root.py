@@ -1,5 +1,5 @@
 """Root tests: the probes compile in a short-lived child process (dpuprof/record/load/compile_child.py)
-and the recorder gets working descriptors back, without ever holding the compiler."""
+into an entry, and the recorder loads working probes from it without ever holding the compiler."""
 
 from __future__ import annotations
 
@@ -15,13 +15,15 @@ pytestmark = pytest.mark.root
 
 
 @pytest.fixture(autouse=True)
-def _child_on(monkeypatch):
-    """These tests are about the child compile, the default: not turned off from outside, and
-    not skipped by a probe cache that DPUPROF_PROBE_CACHE may name."""
-    from dpuprof.record.load import compile_child, probe_cache
+def _no_stored_entries(monkeypatch):
+    """These tests are about the child compile: no stored entry is used or written."""
+    from dpuprof.record.load import probe_cache
 
-    monkeypatch.delenv(compile_child.INPROCESS_ENV, raising=False)
-    monkeypatch.delenv(probe_cache.ENV, raising=False)
+    monkeypatch.setenv(probe_cache.ENV, "off")
+
+
+def _key(wanted):
+    return "-".join(wanted)
 
 
 def test_default_compiles_in_a_child():
@@ -32,7 +34,7 @@ def test_default_compiles_in_a_child():
         raise UserError(f"loaded in {os.getpid()}")  # comes back from the child as it is
 
     with pytest.raises(UserError) as raised:
-        compile_child.load(import_bcc().BPF, [], load_fn, ())
+        compile_child.load(import_bcc().BPF, [], load_fn, (), _key)
     assert str(raised.value) != f"loaded in {os.getpid()}"
 
 
@@ -88,18 +90,15 @@ def test_probes_compiled_in_a_child_work_here_and_close_cleanly():
     assert open_fds() - before == set()  # every map, program and attachment closed
 
 
-def test_a_child_that_delivers_nothing_falls_back_to_this_process():
+def test_a_child_that_delivers_nothing_is_one_clear_error():
     from dpuprof.record.load import compile_child
     from dpuprof.record.load.bcc_loader import import_bcc
 
-    parent = os.getpid()
-
     def load_fn(bpf_cls, wanted):
-        if os.getpid() != parent:
-            os._exit(3)  # the child dies before sending anything
-        return "in-process", wanted, {}
+        os._exit(3)  # the child dies before writing anything
 
-    assert compile_child.load(import_bcc().BPF, ["x"], load_fn, ()) == ("in-process", ["x"], {})
+    with pytest.raises(UserError, match=r"compile child ended without a result \(exit status 3\)"):
+        compile_child.load(import_bcc().BPF, ["x"], load_fn, (), _key)
 
 
 def test_a_user_error_in_the_child_is_raised_here():
@@ -110,23 +109,21 @@ def test_a_user_error_in_the_child_is_raised_here():
         raise UserError("DPUPROF_MAP_ENTRIES: expected NAME=ENTRIES")
 
     with pytest.raises(UserError, match="DPUPROF_MAP_ENTRIES"):
-        compile_child.load(import_bcc().BPF, ["x"], load_fn, ())
+        compile_child.load(import_bcc().BPF, ["x"], load_fn, (), _key)
 
 
-def test_the_in_process_knob_and_fake_classes_compile_here(monkeypatch):
+def test_a_compile_that_raises_is_one_line_and_no_probes_is_none():
     from dpuprof.record.load import compile_child
     from dpuprof.record.load.bcc_loader import import_bcc
 
-    parent = os.getpid()
+    def broken(bpf_cls, wanted):
+        raise Exception("clang: error: no such header\nmore detail")  # bcc raises bare Exceptions
 
-    def load_fn(bpf_cls, wanted):
-        assert os.getpid() == parent
-        return bpf_cls, wanted, {}
-
-    monkeypatch.setenv(compile_child.INPROCESS_ENV, "1")
-    assert compile_child.load(import_bcc().BPF, [], load_fn, ())[0] is import_bcc().BPF
-    monkeypatch.delenv(compile_child.INPROCESS_ENV)
-    assert compile_child.load(object, [], load_fn, ())[0] is object
+    with pytest.raises(UserError, match=r"^cannot compile the probes: clang: error: no such header$"):
+        compile_child.load(import_bcc().BPF, ["x"], broken, (), _key)
+    unavailable = {"x": "tracepoint missing on this kernel: a:b"}
+    assert compile_child.load(import_bcc().BPF, ["x"], lambda c, w: (None, [], unavailable), (), _key) == \
+        (None, [], unavailable)
 
 
 def test_relocate_rewrites_only_map_fd_immediates():

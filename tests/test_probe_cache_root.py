@@ -1,6 +1,6 @@
-"""Root tests of the probe cache (dpuprof/record/load/probe_cache.py): a load stored by the compile
-child is replayed without a compiler, works as the compiled one does, and a damaged, foreign or
-stale entry is never used."""
+"""Root tests of the probe cache (dpuprof/record/load/probe_cache.py): an entry the compile child
+made is stored, a later start loads it without a compiler and gets what the compiled start got,
+and a damaged, foreign or stale entry is never used."""
 
 from __future__ import annotations
 
@@ -21,9 +21,8 @@ WANTED = ["proc_tree", "cpu_sample", "sched_wait", "softirq", "uprobes"]
 
 @pytest.fixture()
 def cache(tmp_path, monkeypatch):
-    from dpuprof.record.load import compile_child, probe_cache
+    from dpuprof.record.load import probe_cache
 
-    monkeypatch.delenv(compile_child.INPROCESS_ENV, raising=False)
     where = tmp_path / "probe-cache"
     monkeypatch.setenv(probe_cache.ENV, str(where))
     return where
@@ -105,15 +104,17 @@ def test_a_damaged_or_foreign_entry_is_not_used_and_is_replaced(cache, monkeypat
     bpf = probes.load(bcc.BPF, ["proc_tree"])[0]  # compiled again
     bpf.cleanup()
     assert open_fds() - before == set()  # what the failed replay made is closed
-    hit = probe_cache.replay(cache, entry.stem)  # the compile stored a good entry again
-    assert hit is not None and hit[0]["funcs"]
-    for fd in hit[1]:
+    hit = probe_cache.read(cache, entry.stem)  # the compile stored a good entry again
+    assert hit is not None and hit["funcs"]
+    state, fds = probe_cache.load(hit)
+    assert len(state["funcs"]) == len(hit["funcs"])
+    for fd in fds:
         os.close(fd)
     os.chmod(entry, 0o666)  # writable by anyone: never loaded into the kernel
-    assert probe_cache.replay(cache, entry.stem) is None
+    assert probe_cache.read(cache, entry.stem) is None
     os.chmod(entry, 0o600)
     os.chmod(cache, 0o777)
-    assert probe_cache.replay(cache, entry.stem) is None
+    assert probe_cache.read(cache, entry.stem) is None
 
 
 def test_the_key_follows_what_the_load_depends_on(cache, monkeypatch):
@@ -130,3 +131,31 @@ def test_the_key_follows_what_the_load_depends_on(cache, monkeypatch):
     assert key == cache_key(["proc_tree", "cpu_sample"])
     monkeypatch.setenv(probe_cache.ENV, "relative/path")
     assert probe_cache.directory() is None
+
+
+def test_the_cache_is_on_by_default_in_the_users_home_and_off_on_request(monkeypatch):
+    import pwd
+    from pathlib import Path
+
+    from dpuprof.record.load import probe_cache
+
+    monkeypatch.delenv(probe_cache.ENV, raising=False)
+    home = Path(pwd.getpwuid(os.geteuid()).pw_dir)
+    assert probe_cache.directory() == home / ".cache" / "dpuprof" / "probes"
+    monkeypatch.setenv(probe_cache.ENV, "off")
+    assert probe_cache.directory() is None
+
+
+def test_only_the_newest_entries_are_kept(tmp_path):
+    from dpuprof.record.load import probe_cache
+
+    where = tmp_path / "cache"
+    for i in range(probe_cache.KEEP + 2):
+        probe_cache.store(where, f"k{i}", {"format": probe_cache.FORMAT, "i": i})
+        os.utime(where / f"k{i}.json", (1000 + i, 1000 + i))  # stored one after the other
+    probe_cache.store(where, "k0", {"format": probe_cache.FORMAT, "i": 0})  # used again: newest now
+    kept = {p.stem for p in where.glob("*.json")}
+    assert len(kept) == probe_cache.KEEP and "k0" in kept and "k1" not in kept and "k2" not in kept
+    assert probe_cache.read(where, "k0") == {"format": probe_cache.FORMAT, "i": 0}
+    (where / "k5.json").write_text('{"format": 0}')  # another format: removed, not used
+    assert probe_cache.read(where, "k5") is None and not (where / "k5.json").exists()

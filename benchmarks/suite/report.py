@@ -383,6 +383,7 @@ def _render_startup(res: dict, add) -> None:
     add("|---|---|---|---|")
     for cond, label in (("bare", "bare `date`"), ("dpuprof", "`dpuprof record -- date`"),
                         ("dpuprof_cached", "the same, probes from the cache (`DPUPROF_PROBE_CACHE`)"),
+                        ("dpuprof_compiled", "the same, compiling (`DPUPROF_PROBE_CACHE=off`)"),
                         ("perf", "`perf record -a -g -F 99 -- date`")):
         v = st.get(cond)
         if v is None:  # a run from before the probe cache

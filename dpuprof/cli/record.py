@@ -35,6 +35,11 @@ seen by dpuprof itself: torchrun sets it only for its workers, so give --job-id 
 torchrun), with the ranks ($SLURM_PROCID, $SLURM_NODEID, $RANK, $NODE_RANK) and the host.
 
 \b
+Compiled probes: the first start on a kernel compiles the probes with bcc (2-3 s) and keeps the
+result in ~/.cache/dpuprof/probes of the user running dpuprof (root's under sudo); later starts
+load it. DPUPROF_PROBE_CACHE=DIR keeps it in DIR instead, DPUPROF_PROBE_CACHE=off keeps nothing.
+
+\b
 Output names (-o): %h hostname, %p dpuprof's pid, %n the first free counter (1, 2, ...),
 %q{VAR} environment variable VAR (an error when unset), %% a literal %.
 

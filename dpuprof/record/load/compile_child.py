@@ -1,88 +1,77 @@
-"""Compiling the probes in a short-lived child process, so that the recorder never holds the compiler.
+"""Compiling the probes in a short-lived child process, into the entry every start loads from.
 
 bcc compiles with clang/LLVM inside the calling process: the compile's heap and the compiler's
 code pages raised the recorder's peak RSS to ~160 MB, and the module bcc keeps for the BPF
 object's lifetime (LLVM context, IR, the table reader/writer JIT) stayed in its steady RSS
-(docs/recorder-memory.md). Here a forked child runs the whole load (``probes._load``: compile,
+(docs/recorder-memory.md). So a forked child runs the whole bcc load (``probes._load``: compile,
 load, attach, fallbacks), also loads the programs the recorder attaches later (the perf_event
-sampler; the uprobe functions as uprobe-multi copies, record/load/uprobe_link.py), and passes every
-descriptor (maps, programs, tracepoint attachments) to the parent over a Unix socket
-(SCM_RIGHTS), with what bcc's Python needs to read the maps (key and leaf type descriptions, map
-types, perf-event fields) and the uprobe functions' bytecode: bcc's kprobe-type copy, used where
-the kernel refuses a uprobe-multi link, is loaded here on demand, its map fds rewritten to this
-process's. The kernel objects outlive the child: an fd the parent holds keeps its map, program
-or attachment alive, and map fds inside the loaded programs are the kernel's own references. The
-parent wraps them in a ``ShippedBPF``: a ``bcc.BPF`` without a module (libbcc's accessors answer
-a NULL module safely) whose tables are built from the shipped descriptions.
+sampler; the uprobe functions as uprobe-multi copies, record/load/uprobe_link.py), and writes
+what it loaded as an *entry* (``_entry``: map definitions, bytecode, attachments, what bcc's
+Python needs to read the maps) to a pipe as JSON; then it exits, and what it loaded goes with it.
+The compile's memory is the child's, for the ~1-3 s it runs.
 
-The compile's memory is the child's, for the ~1-3 s it runs (VmHWM ~120 MB on the development
-VM); the child is gone before the command starts. If the child delivers nothing (it crashed, was
-killed), the parent compiles in-process as before; ``DPUPROF_COMPILE_INPROCESS=1`` forces that
-(to compare the two). With ``DPUPROF_PROBE_CACHE`` set, the child also stores its load, and a
-later start with the same key replays it instead of forking (probe_cache.py).
+This process has one way to load probes (``start``), whether the entry was compiled now or kept
+by an earlier start (probe_cache.py, on by default): ``probe_cache.load`` creates the maps, loads
+the programs and attaches them, and a ``shipped.ShippedBPF`` holds the descriptors for the drains.
 """
 
 from __future__ import annotations
 
-import atexit
-import base64
 import ctypes as ct
+import fcntl
 import functools
 import json
 import os
-import socket
-import struct
+import threading
 
 from dpuprof.errors import UserError
-from dpuprof.record.load import attach, bytecode, probe_cache, uprobe_link
+from dpuprof.record.load import attach, bytecode, probe_cache, shipped, uprobe_link
 from dpuprof.record.load.bcc_loader import release_compiler_pages
 
-INPROCESS_ENV = "DPUPROF_COMPILE_INPROCESS"
+_PERF_EVENT_IOC_QUERY_BPF = 0xC008240A  # _IOWR('$', 10, struct perf_event_query_bpf *)
 
 
-def _set(name: str) -> bool:
-    return os.environ.get(name, "") not in ("", "0")
-_FD_CHUNK = 200  # fds per SCM_RIGHTS message (the kernel's SCM_MAX_FD is 253)
-
-
-def load(bpf_cls, wanted: list[str], load_fn, perf_event_funcs: tuple[str, ...], key_fn=None):
+def load(bpf_cls, wanted: list[str], load_fn, perf_event_funcs: tuple[str, ...], key_fn):
     """``start(...).result()``: see ``start``."""
     return start(bpf_cls, wanted, load_fn, perf_event_funcs, key_fn).result()
 
 
-def start(bpf_cls, wanted: list[str], load_fn, perf_event_funcs: tuple[str, ...], key_fn=None) -> "Pending":
-    """Start ``load_fn(bpf_cls, wanted)`` (probes._load: (bpf, used, unavailable)) in a forked
-    child; its ``result()`` is that triple with the BPF object rebuilt here as a ``ShippedBPF``.
-    The load runs in this process instead (at ``result()``) when ``bpf_cls`` is not bcc's own BPF
-    (a test's fake), when ``DPUPROF_COMPILE_INPROCESS`` is set, or when the child delivers nothing.
-    ``perf_event_funcs``: functions the child loads as perf_event programs (the other functions
-    ``load_fn`` left unloaded are uprobe functions). ``key_fn(wanted)``: the probe cache's key for
-    the load (probes.cache_key), consulted and filled when DPUPROF_PROBE_CACHE names a directory;
-    None: no cache. A UserError raised in the child is raised by ``result()``. Until then this
-    process is free to do other start-up work."""
-    import bcc
-
-    if bpf_cls is not bcc.BPF or _set(INPROCESS_ENV):
-        return Pending(lambda: load_fn(bpf_cls, wanted))
+def start(bpf_cls, wanted: list[str], load_fn, perf_event_funcs: tuple[str, ...], key_fn) -> "Pending":
+    """Load the probes ``wanted``: from the stored entry under ``key_fn(wanted)`` (probes.cache_key)
+    when there is one, else from an entry that a forked child compiles now with
+    ``load_fn(bpf_cls, wanted)`` (probes._load: (bpf, used, unavailable); ``bpf_cls`` is bcc.BPF),
+    then stores. ``perf_event_funcs``: functions the child loads as perf_event programs (the other
+    functions ``load_fn`` left unloaded are uprobe functions). ``result()`` is (``ShippedBPF`` or
+    None, used, unavailable). A UserError raised in the child, a child that ends without an entry
+    and an entry this kernel refuses are each a UserError of ``result()``. Until then this process
+    is free to do other start-up work."""
     where = probe_cache.directory()
-    key = key_fn(wanted) if where is not None and key_fn is not None else None
-    hit = probe_cache.replay(where, key) if key is not None else None
-    if hit is not None:
-        return Pending(lambda: _rebuild(*hit))
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    pid = os.fork()
-    if pid == 0:  # the child: never returns, never runs the parent's atexit handlers
-        ours.close()
-        code = 1
-        try:
-            _child(bpf_cls, wanted, load_fn, perf_event_funcs, theirs, (where, key) if key else None)
-            code = 0
-        finally:
-            os._exit(code)
-    theirs.close()
+    key = key_fn(wanted) if where is not None else None
+    stored = probe_cache.read(where, key) if key is not None else None
+    compiling = None if stored is not None else _fork(bpf_cls, wanted, load_fn, perf_event_funcs)
+    release_compiler_pages()  # the pages the dynamic loader touched importing bcc (LLVM's): never run here
 
-    release_compiler_pages()  # the pages the dynamic loader touched importing bcc, while the child compiles
-    return Pending(lambda: _collect(pid, ours, lambda: load_fn(bpf_cls, wanted)))
+    def finish():
+        if stored is not None:
+            try:
+                return _rebuild(stored)
+            except Exception:  # noqa: BLE001 -- a stored entry this kernel refuses: compile afresh
+                probe_cache.remove(where, key)
+        entry = (compiling or _fork(bpf_cls, wanted, load_fn, perf_event_funcs))()
+        try:
+            out = _rebuild(entry)
+        except UserError:
+            raise
+        except Exception as err:  # noqa: BLE001 -- bcc and the kernel raise bare Exceptions, OSErrors
+            raise UserError(f"cannot load the compiled probes: {str(err).splitlines()[0][:300]}") from None
+        if key is not None and entry.get("bpf"):
+            try:
+                probe_cache.store(where, key, entry)
+            except OSError:
+                pass  # a full disk, a read-only home: the next start compiles again
+        return out
+
+    return Pending(finish)
 
 
 class Pending:
@@ -97,64 +86,92 @@ class Pending:
         return self._out
 
 
-def _collect(pid: int, sock, fallback):
-    """The child's result, rebuilt here (``fallback()`` when it delivered nothing)."""
-    try:
-        state, fds = _receive(sock)
-    except (OSError, ValueError, EOFError):
-        state, fds = None, []
-    finally:
-        sock.close()
-        os.waitpid(pid, 0)
-    if state is None:
-        for fd in fds:
-            os.close(fd)
-        return fallback()
-    return _rebuild(state, fds)
+def _fork(bpf_cls, wanted, load_fn, perf_event_funcs):
+    """Start the compile child (``_compile``); the returned function waits for its entry.
+
+    The child writes its entry, closes its attachments (in parallel: each close of a tracepoint
+    attachment waits for a grace period) and exits; the entry is read as soon as it is written,
+    and the child is reaped by a thread of its own, so that the command does not wait for the
+    child's closes (0.6 s of a 1.5-s start-up, measured when it did)."""
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns, never runs the parent's atexit handlers
+        os.close(rfd)
+        code = 1
+        try:
+            entry, bpf = _compile(bpf_cls, wanted, load_fn, perf_event_funcs)
+            with os.fdopen(wfd, "w") as out:
+                json.dump(entry, out)
+            code = 0
+            if bpf is not None:
+                bpf.cleanup()
+        finally:
+            os._exit(code)
+    os.close(wfd)
+
+    def collect() -> dict:
+        with os.fdopen(rfd) as src:
+            text = src.read()
+        try:
+            entry = json.loads(text)
+        except ValueError:
+            code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+            how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+            raise UserError(f"the probes' compile child ended without a result ({how}); "
+                            "run: dpuprof doctor") from None
+        threading.Thread(target=os.waitpid, args=(pid, 0), name="dpuprof-reap-compile", daemon=True).start()
+        return entry
+
+    return collect
 
 
-def _rebuild(state: dict, fds: list[int]):
-    """(bpf, used, unavailable) from a child's (or a cache replay's) ``state`` and ``fds``."""
-    if "user_error" in state:
-        raise UserError(state["user_error"])
-    bpf = None
-    if state["bpf"]:
-        bpf = shipped_class()(state, fds)
-        bpf.cleanup = functools.partial(attach.cleanup_in_parallel, bpf, bpf.cleanup)  # as probes._build
+def _rebuild(entry: dict):
+    """(bpf, used, unavailable) loaded from ``entry`` (a child's or a stored one)."""
+    if "user_error" in entry:
+        raise UserError(entry["user_error"])
+    if not entry["bpf"]:
+        return None, entry["used"], entry["unavailable"]
+    state, fds = probe_cache.load(entry)
+    bpf = shipped.shipped_class()(state, fds)
+    bpf.cleanup = functools.partial(attach.cleanup_in_parallel, bpf, bpf.cleanup)  # as probes._build
     return bpf, state["used"], state["unavailable"]
 
 
 # ------------------------------------------------------------------------------------- the child
-def _child(bpf_cls, wanted, load_fn, perf_event_funcs, sock, cache=None) -> None:
-    """``cache``: (directory, key) to store the load in (probe_cache.py), after sending it."""
+def _compile(bpf_cls, wanted, load_fn, perf_event_funcs) -> tuple[dict, object | None]:
+    """The child's work: (entry, the loaded bcc.BPF or None). The entry is ``load_fn``'s load made
+    into an entry (``_entry``), or {"user_error": one line} (a UserError, or a load an entry cannot
+    redo), or {"bpf": False, used, unavailable} when no probe loaded."""
     try:
         bpf, used, unavailable = load_fn(bpf_cls, wanted)
+        if bpf is None:
+            return {"bpf": False, "used": used, "unavailable": unavailable}, None
+        entry = _entry(bpf, perf_event_funcs)
     except UserError as err:
-        _send(sock, {"user_error": str(err)}, [])
-        return
-    state = {"used": used, "unavailable": unavailable, "bpf": bpf is not None}
-    fds: list[int] = []
-    if bpf is not None:
-        state.update(_describe(bpf, perf_event_funcs, fds))
-    _send(sock, state, fds)
-    if cache is not None and bpf is not None:
-        try:
-            probe_cache.store(*cache, probe_cache.capture(bpf, state, fds))
-        except Exception:  # noqa: BLE001 -- the cache is only an optimisation
-            pass  # a full disk, a refused query: no entry, the next start compiles
+        return {"user_error": str(err)}, None
+    except Exception as err:  # noqa: BLE001 -- bcc raises bare Exceptions; the parent says it in one line
+        return {"user_error": f"cannot compile the probes: {(str(err) or repr(err)).splitlines()[0][:300]}"}, None
+    if entry is None:
+        return {"user_error": "cannot load the probes: their load made an attachment the loader cannot redo"}, bpf
+    return {**entry, "bpf": True, "used": used, "unavailable": unavailable}, bpf
 
 
-def _describe(bpf, perf_event_funcs, fds: list[int]) -> dict:
-    """Everything of ``bpf`` the parent needs, its descriptors appended to ``fds`` (referred to
-    by index). Loads the functions not loaded yet first."""
+def _entry(bpf, perf_event_funcs) -> dict | None:
+    """What ``bpf`` loaded, as an entry (probe_cache.py's format, less ``used``/``unavailable``):
+    each map's definition with what bcc's Python needs to read it (``child_fd``: the fd this
+    process's bytecode refers to it by), each program's type and bytecode, and the tracepoints and
+    raw tracepoints each is attached to, as the kernel reports them. Loads the functions not
+    loaded yet first (``_preload``). None when the load has something an entry would not redo (a
+    kprobe, perf-event or other attachment bcc made), or an attachment's program cannot be named."""
     from bcc.libbcc import lib
 
+    if any(getattr(bpf, attr, None) for attr in ("kprobe_fds", "uprobe_fds", "kfunc_entry_fds", "kfunc_exit_fds",
+                                                  "lsm_fds", "open_perf_events")):
+        return None
     errors, multi_refused, code = _preload(bpf, perf_event_funcs)
     mod = bpf.module
-
-    def ref(fd: int) -> int:
-        fds.append(fd)
-        return len(fds) - 1
+    for fn in (lib.bpf_table_key_size_id, lib.bpf_table_leaf_size_id):
+        fn.restype, fn.argtypes = ct.c_size_t, [ct.c_void_p, ct.c_size_t]
 
     def s(b: bytes) -> str:
         return b.decode("latin-1")
@@ -165,17 +182,38 @@ def _describe(bpf, perf_event_funcs, fds: list[int]) -> dict:
         if fd < 0:
             continue
         fields = [s(lib.bpf_perf_event_field(mod, name, j)) for j in range(lib.bpf_perf_event_fields(mod, name))]
-        maps.append({"name": s(name), "id": i, "fd": ref(fd), "child_fd": fd, "type": lib.bpf_table_type_id(mod, i),
+        maps.append({"name": s(name), "id": i, "child_fd": fd, "type": lib.bpf_table_type_id(mod, i),
                      "flags": lib.bpf_table_flags_id(mod, i), "max_entries": lib.bpf_table_max_entries_id(mod, i),
                      "key": s(lib.bpf_table_key_desc(mod, name) or b""),
-                     "leaf": s(lib.bpf_table_leaf_desc(mod, name) or b""), "fields": fields})
-
-    return {"maps": maps, "load_errors": errors, "multi_refused": multi_refused, "code": code,
-            "license": s(lib.bpf_module_license(mod)), "kern_version": lib.bpf_module_kern_version(mod),
-            "funcs": [(s(name), ref(fn.fd)) for name, fn in bpf.funcs.items()],
-            "multi": [(s(name), ref(fd)) for name, fd in uprobe_link.programs(bpf).items()],
-            "tracepoint_fds": [(s(k), ref(fd)) for k, fd in bpf.tracepoint_fds.items()],
-            "raw_tracepoint_fds": [(s(k), ref(fd)) for k, fd in bpf.raw_tracepoint_fds.items()]}
+                     "leaf": s(lib.bpf_table_leaf_desc(mod, name) or b""), "fields": fields,
+                     "key_size": lib.bpf_table_key_size_id(mod, i), "leaf_size": lib.bpf_table_leaf_size_id(mod, i)})
+    funcs, prog_ids = [], {}
+    for name, fn in bpf.funcs.items():
+        insns = bytecode.of_function(mod, name)
+        if insns is None:
+            return None
+        prog_type, prog_ids[s(name)] = _prog_info(fn.fd)
+        funcs.append([s(name), prog_type, insns])
+    tracepoints = []
+    for key, fd in bpf.tracepoint_fds.items():
+        tp, _, fn = s(key).partition("/")
+        fn = fn or "tracepoint__" + tp.replace(":", "__")  # bcc's own attachment of TRACEPOINT_PROBE
+        # The kernel answers with every program on the tracepoint (each attachment is its own
+        # perf event, but they share the tracepoint's list): fn's must be among them.
+        if prog_ids.get(fn) is None or prog_ids[fn] not in _perf_event_prog_ids(fd):
+            return None
+        tracepoints.append([s(key), tp, fn])
+    raw = []
+    for key, fd in bpf.raw_tracepoint_fds.items():
+        event, _, fn = s(key).partition("/")
+        fn = fn or "raw_tracepoint__" + event  # bcc's own attachment of RAW_TRACEPOINT_PROBE
+        if prog_ids.get(fn) is None or _link_prog_id(fd) != prog_ids[fn]:
+            return None
+        raw.append([s(key), event, fn])
+    return {"format": probe_cache.FORMAT, "maps": maps, "funcs": funcs,
+            "multi": [s(n) for n in uprobe_link.programs(bpf)], "tracepoints": tracepoints, "raw_tracepoints": raw,
+            "load_errors": errors, "multi_refused": multi_refused, "code": code,
+            "license": s(lib.bpf_module_license(mod)), "kern_version": lib.bpf_module_kern_version(mod)}
 
 
 def _preload(bpf, perf_event_funcs) -> tuple[dict[str, str], str | None, dict[str, str]]:
@@ -219,147 +257,31 @@ def _table_names(mod) -> list[bytes]:
     return [lib.bpf_table_name(mod, i) for i in range(lib.bpf_num_tables(mod))]
 
 
-# ------------------------------------------------------------------------------------- the wire
-def _send(sock, state: dict, fds: list[int]) -> None:
-    """``state`` as length-prefixed JSON, then ``fds`` in chunks, each riding on one byte."""
-    state["n_fds"] = len(fds)
-    payload = json.dumps(state).encode()
-    sock.sendall(struct.pack("!I", len(payload)) + payload)
-    for i in range(0, len(fds), _FD_CHUNK):
-        socket.send_fds(sock, [b"F"], fds[i:i + _FD_CHUNK])
+def _info(fd: int, size: int = 256) -> bytes:
+    from bcc.libbcc import lib
+
+    buf, length = ct.create_string_buffer(size), ct.c_uint32(size)
+    lib.bpf_obj_get_info.restype, lib.bpf_obj_get_info.argtypes = ct.c_int, [ct.c_int, ct.c_void_p, ct.c_void_p]
+    if lib.bpf_obj_get_info(fd, buf, ct.byref(length)) != 0:
+        raise OSError(ct.get_errno(), "BPF_OBJ_GET_INFO_BY_FD")
+    return buf.raw
 
 
-def _receive(sock) -> tuple[dict | None, list[int]]:
-    """(state, fds) from ``_send``; (None, fds so far) when the child stopped short. Every fd
-    received is made close-on-exec (the command must not inherit the probes)."""
-    (size,) = struct.unpack("!I", _exactly(sock, 4))
-    state = json.loads(_exactly(sock, size))
-    fds: list[int] = []
-    while len(fds) < state["n_fds"]:
-        data, got, flags, _ = socket.recv_fds(sock, 1, _FD_CHUNK)
-        for fd in got:
-            os.set_inheritable(fd, False)
-        fds.extend(got)
-        if not data or flags & socket.MSG_CTRUNC:
-            return None, fds
-    return state, fds
+def _prog_info(fd: int) -> tuple[int, int]:
+    """(program type, program id) of program ``fd`` (struct bpf_prog_info starts with both)."""
+    info = _info(fd)
+    return int.from_bytes(info[0:4], "little"), int.from_bytes(info[4:8], "little")
 
 
-def _exactly(sock, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise EOFError("the compile child exited before sending its probes")
-        buf += chunk
-    return buf
+def _link_prog_id(fd: int) -> int:
+    """The program id of link ``fd`` (a raw tracepoint's; struct bpf_link_info: type, id, prog_id)."""
+    return int.from_bytes(_info(fd)[8:12], "little")
 
 
-# ------------------------------------------------------------------------------------- the parent
-class _ModuleFacts:
-    """Stands in for libbcc in bcc.table while one table is built: answers what bcc.table asks
-    the (absent) module about that map from its shipped description; the rest goes to libbcc."""
-
-    def __init__(self, lib, desc: dict):
-        self._lib, self._desc = lib, desc
-
-    def __getattr__(self, name):
-        return getattr(self._lib, name)
-
-    def bpf_table_type_id(self, _mod, _id):
-        return self._desc["type"]
-
-    def bpf_table_flags_id(self, _mod, _id):
-        return self._desc["flags"]
-
-    def bpf_table_max_entries_id(self, _mod, _id):
-        return self._desc["max_entries"]
-
-    def bpf_perf_event_fields(self, _mod, _name):
-        return len(self._desc["fields"])
-
-    def bpf_perf_event_field(self, _mod, _name, i):
-        return self._desc["fields"][i].encode("latin-1")
-
-
-def _make_shipped_class():
-    from bcc import BPF
-
-    class ShippedBPF(BPF):
-        """A bcc.BPF over descriptors a compile child loaded (see the module docstring): no module,
-        every function already loaded, tables built from their shipped descriptions."""
-
-        def __init__(self, state: dict, fds: list[int]):  # noqa: D107 -- bcc's __init__ compiles: not called
-            b = lambda s: s.encode("latin-1")  # noqa: E731
-            self.kprobe_fds, self.uprobe_fds, self.kfunc_entry_fds, self.kfunc_exit_fds = {}, {}, {}, {}
-            self.lsm_fds, self.perf_buffers, self.open_perf_events = {}, {}, {}
-            self._ringbuf_manager, self.tracefile, self.debug, self.module = None, None, 0, None
-            self.tables = {}
-            self.funcs = {b(n): BPF.Function(self, b(n), fds[i]) for n, i in state["funcs"]}
-            self.tracepoint_fds = {b(k): fds[i] for k, i in state["tracepoint_fds"]}
-            self.raw_tracepoint_fds = {b(k): fds[i] for k, i in state["raw_tracepoint_fds"]}
-            self._load_errors, self._code = state["load_errors"], state["code"]
-            self._license, self._kern_version = b(state["license"]), state["kern_version"]
-            self._map_fds = [fds[m["fd"]] for m in state["maps"]]
-            self._fd_map = {m["child_fd"]: fds[m["fd"]] for m in state["maps"]}
-
-            uprobe_link.programs(self).update({b(n): fds[i] for n, i in state["multi"]})
-            if state["multi_refused"] and state["multi_refused"] not in uprobe_link._unsupported:
-                uprobe_link._unsupported.append(state["multi_refused"])
-            self._shipped = {b(m["name"]): self._table(m, fds[m["fd"]]) for m in state["maps"]}
-            atexit.register(self.cleanup)
-
-        def _table(self, desc: dict, fd: int):
-            from bcc import table
-
-            key = None if desc["type"] in (table.BPF_MAP_TYPE_QUEUE, table.BPF_MAP_TYPE_STACK) else \
-                BPF._decode_table_type(json.loads(desc["key"]))
-            leaf = BPF._decode_table_type(json.loads(desc["leaf"]))
-            real = table.lib
-            table.lib = _ModuleFacts(real, desc)
-            try:
-                t = table.Table(self, desc["id"], fd, key, leaf, desc["name"].encode("latin-1"), reducer=None)
-                if desc["fields"]:
-                    t._event_class = table._get_event_class(t)
-            finally:
-                table.lib = real
-            return t
-
-        def get_table(self, name, keytype=None, leaftype=None, reducer=None):
-            name = name.encode("latin-1") if isinstance(name, str) else name
-            return self._shipped[name]  # KeyError for a map the program lacks, as bcc
-
-        def load_func(self, func_name, prog_type, device=None, attach_type=-1):
-            """A loaded function, or one loaded now from the child's bytecode (bcc's kprobe-type
-            copy of a uprobe function, where a uprobe-multi link was refused)."""
-            func_name = func_name.encode("latin-1") if isinstance(func_name, str) else func_name
-            if func_name in self.funcs:
-                return self.funcs[func_name]
-            name = func_name.decode("latin-1")
-            if name not in self._code:
-                why = self._load_errors.get(name, "not loaded by the compile child")
-                raise Exception(f"cannot load {name}: {why}")
-
-            insns = bytecode.relocate(base64.b64decode(self._code[name]), self._fd_map)
-            fd = bytecode.prog_load(prog_type, func_name, insns, self._license, self._kern_version)
-            self.funcs[func_name] = BPF.Function(self, func_name, fd)
-            return self.funcs[func_name]
-
-        def close(self):
-            super().close()
-            self._shipped.clear()  # a perf-event table's __del__ frees its readers
-            for fd in self._map_fds:
-                os.close(fd)
-            self._map_fds = []
-
-    return ShippedBPF
-
-
-_SHIPPED: list = []
-
-
-def shipped_class():
-    """The ``ShippedBPF`` class (a subclass of bcc.BPF, so built on first use: bcc is imported lazily)."""
-    if not _SHIPPED:
-        _SHIPPED.append(_make_shipped_class())
-    return _SHIPPED[0]
+def _perf_event_prog_ids(fd: int) -> list[int]:
+    """Ids of the programs attached to the tracepoint of perf event ``fd`` (PERF_EVENT_IOC_QUERY_BPF)."""
+    buf = bytearray(8 + 4 * 8)
+    buf[0:4] = (8).to_bytes(4, "little")
+    fcntl.ioctl(fd, _PERF_EVENT_IOC_QUERY_BPF, buf, True)
+    count = int.from_bytes(buf[4:8], "little")
+    return [int.from_bytes(buf[8 + 4 * j:12 + 4 * j], "little") for j in range(count)]

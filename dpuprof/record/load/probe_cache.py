@@ -1,47 +1,54 @@
-"""A cache of the compiled probes, so that a recorder start on the same kernel skips the compile.
+"""The compiled probes, kept across starts: the one form in which probes reach the kernel.
 
-bcc compiles the probes' C with clang on every start: ~3 s of the recorder's start-up on the
-development VM (benchmarks/RESULTS.md), before the command runs. With ``DPUPROF_PROBE_CACHE=DIR``
-the compile child (compile_child.py) also writes what it loaded into DIR: each map's definition,
-each program's bytecode and type, and which program is attached to which tracepoint. The next
-start with the same key loads those programs into the kernel directly (the verifier checks them
-again, as for any load) and attaches them, with no compiler at all. The result goes through the
-same ``ShippedBPF`` wrapper as the child's, so nothing after the load can tell the two apart.
+bcc compiles the probes' C with clang: ~2-3 s on the development VM, before the command runs.
+The compile child (compile_child.py) turns that compile into an *entry*: each map's definition,
+each program's bytecode and type, and which program is attached to which tracepoint. The recorder
+always loads its probes from an entry (``load``: the maps are created, the programs loaded, the
+kernel's verifier checking them again as for any load, and attached, with no compiler), whether
+the entry was compiled a moment ago or stored by an earlier start. Stored entries live in
+``~/.cache/dpuprof/probes`` of the effective user (root's under sudo; as perf keeps its build-id
+cache in ``~/.debug``), or in the absolute directory ``DPUPROF_PROBE_CACHE`` names;
+``DPUPROF_PROBE_CACHE=off`` stores nothing, and every start compiles.
 
 The key (``cache_key``) is a hash of everything the program text and the load depend on: the
 kernel (release, build, architecture, possible CPUs), bcc's version, the probes' C sources and
 the loader's own modules, the wanted probes and which of their tracepoints this kernel has, and
-every ``DPUPROF_*`` setting. A different key is a miss, never a stale hit. A replay that fails
-anywhere (a map or program the kernel refuses, an attach) closes what it made, removes the entry
-and compiles as before. Entries hold bytecode that root loads into the kernel, so the directory
-and its files must belong to the user and be writable by no one else, or they are not read.
-
-The cache is opt-in: dpuprof writes nothing where the user did not ask (docs/probe-cache.md).
+every ``DPUPROF_*`` setting. A different key is a miss, never a stale hit. A stored entry whose
+load fails anywhere (a map or program the kernel refuses, an attach) has what it made closed, is
+removed, and the probes are compiled as on a miss. Entries hold bytecode that root loads into the
+kernel, so the directory and its files must belong to the user and be writable by no one else, or
+they are not read. The newest ``KEEP`` entries are kept (one per kernel, dpuprof version and probe
+set; ~50 kB each): docs/probe-cache.md.
 """
 
 from __future__ import annotations
 
 import base64
 import ctypes as ct
-import fcntl
 import hashlib
 import json
 import os
 import platform
+import pwd
 import stat
 from pathlib import Path
 
 from dpuprof.record.load import bytecode
 
 ENV = "DPUPROF_PROBE_CACHE"
-FORMAT = 1
-_LOADER_MODULES = ("probes.py", "compile_child.py", "probe_cache.py", "attach.py", "uprobe_link.py", "btf.py")
-_PERF_EVENT_IOC_QUERY_BPF = 0xC008240A  # _IOWR('$', 10, struct perf_event_query_bpf *)
+FORMAT = 2  # 2 (2026-12-05): every load is from an entry; ``bpf``, ``used``, ``unavailable`` in it
+KEEP = 16
+_LOADER_MODULES = ("probes.py", "compile_child.py", "probe_cache.py", "shipped.py", "bytecode.py", "attach.py",
+                   "uprobe_link.py", "btf.py")
 
 
 def directory() -> Path | None:
-    """The cache directory that ``DPUPROF_PROBE_CACHE`` names, or None when unset or relative."""
-    value = os.environ.get(ENV, "")
+    """Where entries are stored: ``DPUPROF_PROBE_CACHE`` when it is an absolute path, the effective
+    user's ``~/.cache/dpuprof/probes`` when it is unset or empty; None (store nothing) when it is
+    ``off`` or a relative path."""
+    value = os.environ.get(ENV, "").strip()
+    if not value:
+        return Path(pwd.getpwuid(os.geteuid()).pw_dir) / ".cache" / "dpuprof" / "probes"
     return Path(value) if os.path.isabs(value) else None
 
 
@@ -75,84 +82,9 @@ def _trusted(path: Path) -> bool:
     return st.st_uid == os.geteuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
-# ------------------------------------------------------------------------------------- capture
-def capture(bpf, state: dict, fds: list[int]) -> dict | None:
-    """The cache entry for a load the compile child made: ``state`` and ``fds`` as
-    compile_child._describe gave them, plus what only the module knows (key and leaf sizes,
-    each program's bytecode). None when the load has something a replay would not redo (a kprobe,
-    perf-event or other attachment bcc made), or when a tracepoint's program cannot be named."""
-    from bcc.libbcc import lib
-
-    if any(getattr(bpf, attr, None) for attr in ("kprobe_fds", "uprobe_fds", "kfunc_entry_fds", "kfunc_exit_fds",
-                                                  "lsm_fds", "open_perf_events")):
-        return None
-    mod = bpf.module
-    for fn in (lib.bpf_table_key_size_id, lib.bpf_table_leaf_size_id):
-        fn.restype, fn.argtypes = ct.c_size_t, [ct.c_void_p, ct.c_size_t]
-    maps = [{**{k: v for k, v in m.items() if k != "fd"}, "key_size": lib.bpf_table_key_size_id(mod, m["id"]),
-             "leaf_size": lib.bpf_table_leaf_size_id(mod, m["id"])} for m in state["maps"]]
-    funcs, prog_ids = [], {}
-    for name, i in state["funcs"]:
-        code = bytecode.of_function(mod, name.encode("latin-1"))
-        if code is None:
-            return None
-        prog_type, prog_ids[name] = _prog_info(fds[i])
-        funcs.append([name, prog_type, code])
-    tracepoints = []
-    for key, i in state["tracepoint_fds"]:
-        tp, _, fn = key.partition("/")
-        fn = fn or "tracepoint__" + tp.replace(":", "__")  # bcc's own attachment of TRACEPOINT_PROBE
-        # The kernel answers with every program on the tracepoint (each attachment is its own
-        # perf event, but they share the tracepoint's list): fn's must be among them.
-        if prog_ids.get(fn) is None or prog_ids[fn] not in _perf_event_prog_ids(fds[i]):
-            return None
-        tracepoints.append([key, tp, fn])
-    raw = []
-    for key, i in state["raw_tracepoint_fds"]:
-        event, _, fn = key.partition("/")
-        fn = fn or "raw_tracepoint__" + event  # bcc's own attachment of RAW_TRACEPOINT_PROBE
-        if prog_ids.get(fn) is None or _link_prog_id(fds[i]) != prog_ids[fn]:
-            return None
-        raw.append([key, event, fn])
-    keep = ("used", "unavailable", "load_errors", "multi_refused", "code", "license", "kern_version")
-    return {"format": FORMAT, "maps": maps, "funcs": funcs, "multi": [n for n, _ in state["multi"]],
-            "tracepoints": tracepoints, "raw_tracepoints": raw, **{k: state[k] for k in keep}}
-
-
-def _info(fd: int, size: int = 256) -> bytes:
-    from bcc.libbcc import lib
-
-    buf, length = ct.create_string_buffer(size), ct.c_uint32(size)
-    lib.bpf_obj_get_info.restype, lib.bpf_obj_get_info.argtypes = ct.c_int, [ct.c_int, ct.c_void_p, ct.c_void_p]
-    if lib.bpf_obj_get_info(fd, buf, ct.byref(length)) != 0:
-        raise OSError(ct.get_errno(), "BPF_OBJ_GET_INFO_BY_FD")
-    return buf.raw
-
-
-def _prog_info(fd: int) -> tuple[int, int]:
-    """(program type, program id) of program ``fd`` (struct bpf_prog_info starts with both)."""
-    info = _info(fd)
-    return int.from_bytes(info[0:4], "little"), int.from_bytes(info[4:8], "little")
-
-
-def _link_prog_id(fd: int) -> int:
-    """The program id of link ``fd`` (a raw tracepoint's; struct bpf_link_info: type, id, prog_id)."""
-    return int.from_bytes(_info(fd)[8:12], "little")
-
-
-def _perf_event_prog_ids(fd: int) -> list[int]:
-    """Ids of the programs attached to the tracepoint of perf event ``fd`` (PERF_EVENT_IOC_QUERY_BPF)."""
-    buf = bytearray(8 + 4 * 8)
-    buf[0:4] = (8).to_bytes(4, "little")
-    fcntl.ioctl(fd, _PERF_EVENT_IOC_QUERY_BPF, buf, True)
-    count = int.from_bytes(buf[4:8], "little")
-    return [int.from_bytes(buf[8 + 4 * j:12 + 4 * j], "little") for j in range(count)]
-
-
-def store(where: Path, key: str, entry: dict | None) -> None:
-    """Write ``entry`` as ``where/KEY.json`` (mode 0600, atomically; ``where`` made 0700)."""
-    if entry is None:
-        return
+def store(where: Path, key: str, entry: dict) -> None:
+    """Write ``entry`` as ``where/KEY.json`` (mode 0600, atomically; ``where`` made 0700), then
+    remove all but the newest ``KEEP`` entries. Nothing is written where ``where`` is not trusted."""
     where.mkdir(mode=0o700, parents=True, exist_ok=True)
     if not _trusted(where):
         return
@@ -164,26 +96,44 @@ def store(where: Path, key: str, entry: dict | None) -> None:
         os.replace(tmp, where / f"{key}.json")
     finally:
         tmp.unlink(missing_ok=True)  # gone already once replaced
+    entries = sorted(where.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in entries[KEEP:]:
+        old.unlink(missing_ok=True)
 
 
-# ------------------------------------------------------------------------------------- replay
-def replay(where: Path, key: str) -> tuple[dict, list[int]] | None:
-    """(state, fds) as the compile child would send them, made from entry ``where/KEY.json``, or
-    None when there is no usable entry (then the entry is removed, if one was there)."""
+def read(where: Path, key: str) -> dict | None:
+    """Entry ``where/KEY.json``, or None when there is none, it is not trusted, or it is of another
+    format (then it is removed)."""
     path = where / f"{key}.json"
     if not (_trusted(where) and _trusted(path)):
         return None
-    fds: list[int] = []
     try:
         entry = json.loads(path.read_text())
-        if entry.get("format") != FORMAT:
-            raise ValueError("another format")
+    except (OSError, ValueError):
+        entry = None
+    if not isinstance(entry, dict) or entry.get("format") != FORMAT:
+        remove(where, key)
+        return None
+    return entry
+
+
+def remove(where: Path, key: str) -> None:
+    (where / f"{key}.json").unlink(missing_ok=True)
+
+
+# ------------------------------------------------------------------------------------- load
+def load(entry: dict) -> tuple[dict, list[int]]:
+    """Create the maps, load and attach the programs of ``entry``: (state, fds), ``state`` telling
+    which of ``fds`` is which (shipped.ShippedBPF reads it). Every fd is close-on-exec.
+    Whatever fails (bcc raises bare Exceptions, the kernel OSErrors) is raised after what was made
+    is closed."""
+    fds: list[int] = []
+    try:
         return _load(entry, fds), fds
-    except Exception:  # noqa: BLE001 -- any failure means: compile instead (bcc raises bare Exceptions)
+    except BaseException:
         for fd in fds:
             os.close(fd)
-        path.unlink(missing_ok=True)
-        return None
+        raise
 
 
 def _load(entry: dict, fds: list[int]) -> dict:

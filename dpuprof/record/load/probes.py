@@ -293,13 +293,13 @@ CFLAGS = ["-w"]  # bcc's headers vs. a newer kernel produce harmless macro warni
 
 
 def load(bpf_cls, wanted: list[str]) -> tuple[object | None, list[str], dict[str, str]]:
-    """Compile and attach the ``wanted`` probes. Returns (bpf, used names, {unavailable: reason}).
+    """Load and attach the ``wanted`` probes. Returns (bpf, used names, {unavailable: reason}).
 
-    perf_event attachment (cpu_sample) is done by the caller, which knows the frequency. With
-    bcc's own BPF class the compile runs in a short-lived child process (compile_child.py;
-    ``DPUPROF_COMPILE_INPROCESS=1`` compiles here), so the compiler's memory never becomes the
-    recorder's; what an in-process compile touched is dropped from the RSS
-    (bcc_loader.release_compiler_pages), and the parsed kernel BTF is let go.
+    perf_event attachment (cpu_sample) is done by the caller, which knows the frequency. The
+    probes always load from a compiled entry (compile_child.py, probe_cache.py): the one stored
+    for this key by an earlier start, or one a short-lived child compiles now with bcc
+    (``bpf_cls``, bcc.BPF), so the compiler's memory never becomes the recorder's; the parsed
+    kernel BTF is let go after the load.
     """
     return start_load(bpf_cls, wanted)()
 
@@ -311,18 +311,15 @@ def cache_key(wanted: list[str]) -> str:
 
 
 def start_load(bpf_cls, wanted: list[str]):
-    """``load``, started: the compile runs (in a child) while the caller goes on; calling the
+    """``load``, started: a compile runs (in a child) while the caller goes on; calling the
     returned function waits for it and returns what ``load`` returns."""
     pending = compile_child.start(bpf_cls, wanted, _load, PERF_EVENT_FUNCS, cache_key)
 
     def result():
-        from dpuprof.record.load.bcc_loader import release_compiler_pages
-
         try:
             return pending.result()
         finally:
             _kernel_btf.cache_clear()  # the parsed BTF (~10 MB of Python objects) is needed only here
-            release_compiler_pages()
 
     return result
 
