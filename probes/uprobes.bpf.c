@@ -15,7 +15,7 @@
 //                             (user space detaches a target hit too often: each hit is a trap)
 //           up_lost     ARRAY [0] stats map full, [1] inflight map full,
 //                             [2] all-reduce whose payload size failed the layout cross-check
-// Hooks:    uprobe/uretprobe pairs attached by dpuprof/record/load/uprobes.py once a workload process
+// Hooks:    uprobe/uretprobe pairs attached by dpuprof/record/drain/uprobes.py once a workload process
 //           maps the library; tracepoint syscalls:sys_enter_getpgid (dpuprof.mark_step's marker);
 //           tracepoint task:task_newtask (workload membership; proc_tree owns sched_process_fork);
 //           no program on sched_switch: a call's on-CPU time is the calling thread's own CPU clock
@@ -34,7 +34,7 @@
 
 #define MARK_MAGIC (-1685091696)   // dpuprof.mark_step(): os.getpgid(MARK_MAGIC) fails with ESRCH
 
-// Function ids (fn): keep in step with FUNCS in dpuprof/record/load/uprobes.py.
+// Function ids (fn): keep in step with FUNCS in dpuprof/record/drain/uprobes.py.
 #define FN_ALLREDUCE 0
 #define FN_INFLATE 1
 #define FN_DEFLATE 2
@@ -262,7 +262,7 @@ static inline int evp_end(u32 lib, u32 fn) {
     int NAME##_##LIB(struct pt_regs *ctx) { return evp_begin(ctx, LIB, FN); } \
     int NAME##_ret_##LIB(struct pt_regs *ctx) { return evp_end(LIB, FN); }
 
-// Library ids: keep in step with LIBS in dpuprof/record/load/uprobes.py.
+// Library ids: keep in step with LIBS in dpuprof/record/drain/uprobes.py.
 Z_PAIR(0, FN_INFLATE, on_inflate)
 Z_PAIR(0, FN_DEFLATE, on_deflate)
 EVP_PAIR(1, FN_ENCRYPT, on_encrypt)

@@ -36,6 +36,13 @@ FORBIDDEN = {
 }
 
 
+#: record/'s subpackages -> the others each may import (docs/architecture.md): loading the probes
+#: and stacks and symbols stand alone, the workload reads only the kernel's symbols (privilege.py:
+#: whether kernel addresses are visible), and the drains read everything below them. recorder.py,
+#: sources.py and the other modules of record/ itself sit above all four.
+RECORD_LAYERS = {"load": (), "stacks": (), "workload": ("stacks",), "drain": ("load", "stacks", "workload")}
+
+
 def _imports(path: Path) -> list[tuple[int, str]]:
     """(line, module) of every import in ``path``; ``from X import y`` gives X and X.y."""
     out = []
@@ -67,6 +74,14 @@ def test_only_the_record_stage_imports_bcc():
 def test_a_stage_imports_only_the_stages_before_it(stage):
     bad = tuple(f"dpuprof.{s}" for s in FORBIDDEN[stage])
     found = [f"{p.relative_to(PACKAGE.parent)}:{line} imports {mod}" for p in _modules() if _stage(p) == stage
+             for line, mod in _imports(p) if mod in bad or mod.startswith(tuple(b + "." for b in bad))]
+    assert found == []
+
+
+@pytest.mark.parametrize("layer", sorted(RECORD_LAYERS))
+def test_a_part_of_record_imports_only_the_parts_below_it(layer):
+    bad = tuple(f"dpuprof.record.{other}" for other in RECORD_LAYERS if other != layer and other not in RECORD_LAYERS[layer])
+    found = [f"{p.relative_to(PACKAGE.parent)}:{line} imports {mod}" for p in sorted((PACKAGE / "record" / layer).rglob("*.py"))
              for line, mod in _imports(p) if mod in bad or mod.startswith(tuple(b + "." for b in bad))]
     assert found == []
 

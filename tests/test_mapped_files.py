@@ -1,4 +1,4 @@
-"""MappedFiles (dpuprof/record/load/mapped.py) on real processes: a process's maps are read at
+"""MappedFiles (dpuprof/record/drain/mapped.py) on real processes: a process's maps are read at
 first sight, not again while its executable mappings keep their size, again when it maps a library,
 and in full every ``full_every`` calls; thread ids and exited processes are skipped."""
 
@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 
-from dpuprof.record.load.mapped import MappedFiles
+from dpuprof.record.drain.mapped import MappedFiles
 from dpuprof.record.workload import procfs
 
 # The child maps one of these on request: the first the distribution has and a bare interpreter

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dpuprof.record.drain.maps import Cumulative, descendants
+from dpuprof.record.drain.maps import Cumulative
+from dpuprof.record.workload.targets import descendants_of
 from dpuprof.record.stacks.symbols import module_label
 
 
@@ -17,7 +18,7 @@ def test_cumulative_deltas_never_negative():
 
 def test_descendants_follow_double_forks():
     parents = {100: 1, 200: 100, 300: 200, 400: 1, 201: 100}
-    assert descendants(parents, 100) == {100, 200, 300, 201}
+    assert descendants_of(parents, 100) == {100, 200, 300, 201}
 
 
 @pytest.mark.parametrize("path,label", [

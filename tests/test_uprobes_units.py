@@ -10,7 +10,7 @@ import time
 import pytest
 
 from dpuprof.record.drain.maps import Cumulative
-from dpuprof.record.load import uprobes
+from dpuprof.record.drain import uprobes
 
 MAPS = """\
 55d0c0000000-55d0c0001000 r--p 00000000 fe:01 123 /usr/bin/python3.11

@@ -24,14 +24,14 @@ from dpuprof.errors import UserError
 from dpuprof.record.drain.cost import RecorderCpu
 from dpuprof.record.drain.gpu import GpuTelemetry
 from dpuprof.record.drain.iocounters import IoCounters
-from dpuprof.record.drain.telemetry import HostTelemetry, ProcessTelemetry, is_process, process_info
+from dpuprof.record.drain.telemetry import HostTelemetry, ProcessTelemetry, is_process
 from dpuprof.record.drain.threads import ThreadRecorder
 from dpuprof.record.duty import DutyCycle
 from dpuprof.record.metadata import host_metadata
 from dpuprof.record.sources import Source, make_source
 from dpuprof.record.stacks import perfmap
 from dpuprof.record.workload import child as childmod
-from dpuprof.record.workload.procfs import namespaces
+from dpuprof.record.workload.procfs import namespaces, process_info
 from dpuprof.record.workload.targets import Target, Watched, Workload, stop_reason
 from dpuprof.recording.output import check_output
 from dpuprof.recording.writer import RecordingWriter, staged_writer
@@ -67,7 +67,7 @@ class Options:
     target: Target | None = None  # what the workload is (None: ``command``); see targets.py
     rules: Path | None = None  # --rules FILE: tried before the built-in rules.toml
     python_frames: bool = True  # CPython >= 3.12's perf trampoline on (record/stacks/perfmap.py)
-    codec_uprobes: bool = False  # uprobes on cipher/codec calls too (record/load/uprobes.py CODEC_PREFIXES)
+    codec_uprobes: bool = False  # uprobes on cipher/codec calls too (record/drain/uprobes.py CODEC_PREFIXES)
     job_id: str | None = None  # --job-id: meta job.job_id (record/metadata.py job_identity)
     duty: tuple[float, float] | None = None  # (on_s, period_s): record on_s of every period_s (duty.py)
 

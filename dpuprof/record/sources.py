@@ -39,7 +39,8 @@ from dpuprof.record.drain.maps import (
     TreeDrainer,
 )
 from dpuprof.record.drain.threads import SchedWaitMaps
-from dpuprof.record.load import attach, uprobes
+from dpuprof.record.drain import uprobes
+from dpuprof.record.load import attach
 from dpuprof.record.load import probes as probemod
 from dpuprof.record.load.bcc_loader import import_bcc
 from dpuprof.record.stacks.classify import Classifier
@@ -179,7 +180,7 @@ class BpfSource:
         self.used: list[str] = []
         self.unavailable: dict[str, str] = {}
         self.hooks: dict[str, str] = {}  # probe -> "raw_tracepoint" | "tracepoint" (probes.hooks)
-        self.uprobes = None  # dpuprof.record.load.uprobes.UprobeSession
+        self.uprobes = None  # dpuprof.record.drain.uprobes.UprobeSession
         self.softirq = self.block = self.net = self.sock = None
         self.cost = None  # dpuprof.record.drain.cost.ProbeCost
         self._detached: list = []  # what pause() detached, for resume() (record/load/attach.py)

@@ -1,6 +1,6 @@
 """Probes that stopped early: which uprobes the recorder detached, and how much of the run they covered.
 
-The recorder detaches a uprobe target hit more often than its limit (dpuprof/record/load/uprobes.py):
+The recorder detaches a uprobe target hit more often than its limit (dpuprof/record/drain/uprobes.py):
 its rows in ``codec_calls`` / ``collectives`` then count the calls up to the detach only. Meta key
 ``uprobes_detached`` ({target: {from, detached_at, calls_per_s, limit_per_s}}, unix seconds; written
 since this module) says when; older recordings only say ``uprobes[target] = "detached: ..."``, and

@@ -381,19 +381,5 @@ class TreeDrainer:
         return got
 
 
-def descendants(parents: dict[int, int], root: int) -> set[int]:
-    """``root`` and every pid whose parent chain reaches it."""
-    children = defaultdict(list)
-    for child, parent in parents.items():
-        children[parent].append(child)
-    out, todo = {root}, [root]
-    while todo:
-        for c in children.get(todo.pop(), ()):
-            if c not in out:
-                out.add(c)
-                todo.append(c)
-    return out
-
-
 __all__ = ["SampleDrainer", "SoftirqDrainer", "BlockDrainer", "NetDrainer", "SockDrainer",
-           "LostDrainer", "TreeDrainer", "descendants"]
+           "LostDrainer", "TreeDrainer"]

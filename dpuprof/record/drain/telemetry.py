@@ -183,16 +183,6 @@ class ProcessTelemetry:
         return stats
 
 
-def process_info(pid: int) -> tuple[int | None, str, str] | None:
-    """(ppid, comm, cmdline) of a live process, or None."""
-    try:
-        p = psutil.Process(pid)
-        with p.oneshot():
-            return p.ppid(), p.name(), " ".join(p.cmdline())
-    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-        return None
-
-
 def is_process(pid: int) -> bool:
     """True for a thread-group leader (a process), False for a thread id or a vanished pid."""
     try:

@@ -97,7 +97,7 @@ PROBES = (
                                             ("NET_SKB_DEV_OFF", "sk_buff", "dev"),
                                             ("NET_DEV_NAME_OFF", "net_device", "name")))),
     Probe("sock_io", "sock_io.bpf.c", ("sock:sock_send_length", "sock:sock_recv_length")),
-    # record/load/uprobes.py; a call's on-CPU time from the thread's task (two offsets from BTF;
+    # record/drain/uprobes.py; a call's on-CPU time from the thread's task (two offsets from BTF;
     # without them cpu_ns is 0)
     Probe("uprobes", "uprobes.bpf.c", ("task:task_newtask", "syscalls:sys_enter_getpgid"),
           raw=RawVariant("UP_TASK_CLOCK", (("UP_RUNTIME_OFF", "task_struct", "se.sum_exec_runtime", 8),

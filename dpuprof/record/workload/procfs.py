@@ -11,6 +11,8 @@ import os
 from collections import defaultdict
 from dataclasses import dataclass
 
+import psutil
+
 HOST_PIDNS_INO = 0xEFFFFFFC  # PROC_PID_INIT_INO: the inode of the initial (host) PID namespace
 DEAD_STATES = ("Z", "X", "x")  # zombie or dead: the process has exited, whatever its parent does
 
@@ -178,5 +180,15 @@ def namespaces(pid: int) -> tuple[int | None, str | None]:
     return ns_pid(pid), cgroup(pid)
 
 
+def process_info(pid: int) -> tuple[int | None, str, str] | None:
+    """(ppid, comm, cmdline) of a live process, or None."""
+    try:
+        p = psutil.Process(pid)
+        with p.oneshot():
+            return p.ppid(), p.name(), " ".join(p.cmdline())
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
+
+
 __all__ = ["namespaces", "Stat", "stat", "alive", "tgid", "tasks", "all_pids", "parents", "descendants",
-           "in_host_pidns", "ns_pid", "cgroup", "cgroup2_mount"]
+           "in_host_pidns", "ns_pid", "cgroup", "cgroup2_mount", "process_info"]

@@ -17,13 +17,13 @@ from __future__ import annotations
 import ctypes as ct
 import os
 import time
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 from dpuprof.errors import UserError
-from dpuprof.record.drain.maps import descendants
-from dpuprof.record.drain.telemetry import process_info
 from dpuprof.record.workload import child as childmod
 from dpuprof.record.workload import procfs
+from dpuprof.record.workload.procfs import process_info
 from dpuprof.record.workload.child import resolve_command
 
 
@@ -286,7 +286,7 @@ class Workload:
             now = set()
             if parents is not None:
                 for root in self.roots:
-                    now |= descendants(parents, root)
+                    now |= descendants_of(parents, root)
             else:
                 for root in self.roots:
                     now |= {root, *procfs.descendants([root], exclude=(self.recorder_pid,))}
@@ -364,3 +364,17 @@ class _Everyone:
 
 __all__ = ["Target", "Workload", "Watched", "stop_reason", "STOP_TEXT", "make_target", "parse_pids", "check_pids", "cgroup_dir",
            "cgroup_members"]
+
+
+def descendants_of(parents: dict[int, int], root: int) -> set[int]:
+    """``root`` and every pid whose parent chain reaches it."""
+    children = defaultdict(list)
+    for child, parent in parents.items():
+        children[parent].append(child)
+    out, todo = {root}, [root]
+    while todo:
+        for c in children.get(todo.pop(), ()):
+            if c not in out:
+                out.add(c)
+                todo.append(c)
+    return out

@@ -22,7 +22,7 @@ from dpuprof.errors import UserError
 from dpuprof.marker import MARK_MAGIC
 from dpuprof.record.drain.maps import Cumulative
 from dpuprof.record.load import uprobe_link
-from dpuprof.record.load.mapped import MappedFiles, mapped_files
+from dpuprof.record.drain.mapped import MappedFiles, mapped_files
 
 # Function ids and library ids: keep in step with probes/uprobes.bpf.c.
 FUNCS = {0: ("allreduce", None), 1: ("inflate", "decompress"), 2: ("deflate", "compress"),
