@@ -233,6 +233,28 @@ def summary_of(path) -> dict:
     return summarize(load(path))
 
 
+def poll_until(condition, timeout: float = 30.0, every: float = 0.05) -> bool:
+    """Whether ``condition()`` came true within ``timeout`` seconds, asked every ``every`` s: what a
+    test waits for, instead of a fixed sleep tuned to one machine's speed."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(every)
+    return True
+
+
+def children_of(pid: int) -> list[int]:
+    """The pids of ``pid``'s children (its main thread's: /proc/PID/task/PID/children), [] once gone."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as fh:
+            return [int(x) for x in fh.read().split()]
+    except OSError:
+        return []
+
+
 def wait_for_intervals(path, n: int, proc=None, timeout: float = 90.0) -> int:
     """Wait until the recording at ``path`` has committed ``n`` intervals (the recorder's start-up,
     bcc's compile, takes seconds and more under load: tests that stop a recorder at a moment wait

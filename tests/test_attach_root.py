@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import PYTHON, WORKLOADS, dpuprof, last_json_line, summary_of
+from conftest import PYTHON, WORKLOADS, children_of, dpuprof, last_json_line, poll_until, summary_of, wait_for_intervals
 
 pytestmark = pytest.mark.root
 
@@ -45,7 +45,8 @@ def test_attach_to_a_running_tcp_workload(tmp_path):
     # Long enough to outlive the probes' compile on a busy machine; killed once checked.
     job = subprocess.Popen([PYTHON, WORKLOADS / "tcp_loopback.py", "300"], stdout=subprocess.PIPE)
     try:
-        time.sleep(0.5)  # the receiver child exists before dpuprof attaches: it must be found in /proc
+        # the receiver child exists before dpuprof attaches: it must be found in /proc
+        assert poll_until(lambda: children_of(job.pid)), "the workload's receiver did not start"
         out = tmp_path / "attach.rec"
         proc = dpuprof("record", "-q", "-F", FREQ, "-p", job.pid, "-d", "3", "-o", out, timeout=240)
         assert proc.returncode == 0, proc.stderr
@@ -210,7 +211,7 @@ def test_sigterm_stops_the_recording_not_the_attached_job(tmp_path):
                                 stderr=subprocess.PIPE, text=True)
     try:
         _started(rec_proc)
-        time.sleep(1.5)
+        assert wait_for_intervals(out, 1, rec_proc) >= 1  # recording, with an interval written
         rec_proc.send_signal(signal.SIGTERM)  # as Slurm or kill would
         rest = rec_proc.communicate(timeout=60)[1]
         assert rec_proc.returncode == 0, rest
@@ -285,7 +286,7 @@ def test_attach_into_a_pid_namespace(tmp_path):
     job = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", PYTHON, WORKLOADS / "zlib_compress.py",
                             "300"], stdout=subprocess.DEVNULL)
     try:
-        time.sleep(0.5)
+        assert poll_until(lambda: children_of(job.pid)), "the namespace's first process did not start"
         out = tmp_path / "nsa.rec"
         proc = dpuprof("record", "-q", "-F", FREQ, "-p", job.pid, "-d", "2", "-o", out, timeout=240)
         assert proc.returncode == 0, proc.stderr

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import poll_until
+
 REPO = Path(__file__).resolve().parents[1]
 TRAIN = REPO / "examples" / "train_ddp.py"
 REGENERATE = REPO / "fixtures" / "regenerate"
@@ -165,8 +167,7 @@ def test_sigterm_stops_every_rank(tmp_path, data_dir):
             proc.kill()
             proc.wait()
     assert proc.returncode == 128 + signal.SIGTERM, err
-    time.sleep(1)
-    assert not [pid for pid in children if _alive(pid)], "ranks outlived the launcher"
+    assert poll_until(lambda: not any(_alive(pid) for pid in children), timeout=10), "ranks outlived the launcher"
 
 
 def _children(pid: int) -> list[int]:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 
 import pytest
 
-from conftest import PYTHON, REPO, dpuprof, summary_of
+from conftest import PYTHON, REPO, dpuprof, poll_until, summary_of
 
 # Not root: uid 1000 and no capabilities (record checks CapEff, dpuprof/record/workload/privilege.py).
 NO_ROOT = ("import os, sys; os.geteuid = lambda: 1000; sys.argv[0] = 'dpuprof'; "
@@ -99,8 +100,12 @@ def test_psutil_attach_counts_cpu_from_the_attach_not_from_the_start(tmp_path):
     # the recording must hold at most the window's CPU (one core x 2 s), and the job runs on.
     burner = subprocess.Popen([PYTHON, "-c", "import time\nt = time.time()\nwhile time.time() - t < 60: pass"])
     try:
-        import time
-        time.sleep(2.0)
+        def cpu_s() -> float:
+            with open(f"/proc/{burner.pid}/stat") as fh:
+                utime, stime = fh.read().rsplit(")", 1)[1].split()[11:13]
+            return (int(utime) + int(stime)) / os.sysconf("SC_CLK_TCK")
+
+        assert poll_until(lambda: cpu_s() >= 1.5, timeout=60)  # CPU it used before the attach
         out = tmp_path / "att.rec"
         proc = subprocess.run([PYTHON, "-c", NO_ROOT, "record", "-q", "--probes", "psutil", "-p", str(burner.pid),
                                "-d", "2", "-o", str(out)], capture_output=True, text=True, timeout=60)
