@@ -26,6 +26,7 @@ def unit_caps() -> set[str]:
     ambient = set(service["AmbientCapabilities"].split())
     assert ambient == set(service["CapabilityBoundingSet"].split())
     assert service["ExecStart"].split()[1] == "agent" and service["User"] != "root"
+    assert service["Environment"] == f"DPUPROF_PROBE_CACHE=/var/cache/{service['CacheDirectory']}"
     return ambient
 
 
