@@ -144,6 +144,13 @@ def test_the_cache_is_on_by_default_in_the_users_home_and_off_on_request(monkeyp
     assert probe_cache.directory() == home / ".cache" / "dpuprof" / "probes"
     monkeypatch.setenv(probe_cache.ENV, "off")
     assert probe_cache.directory() is None
+    monkeypatch.delenv(probe_cache.ENV)
+
+    def no_entry(uid):
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+    monkeypatch.setattr(pwd, "getpwuid", no_entry)  # an arbitrary uid in a container
+    assert probe_cache.directory() is None
 
 
 def test_only_the_newest_entries_are_kept(tmp_path):

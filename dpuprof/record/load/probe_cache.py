@@ -45,10 +45,14 @@ _LOADER_MODULES = ("probes.py", "compile_child.py", "probe_cache.py", "shipped.p
 def directory() -> Path | None:
     """Where entries are stored: ``DPUPROF_PROBE_CACHE`` when it is an absolute path, the effective
     user's ``~/.cache/dpuprof/probes`` when it is unset or empty; None (store nothing) when it is
-    ``off`` or a relative path."""
+    ``off`` or a relative path, and when the user has no passwd entry (a container's arbitrary uid)."""
     value = os.environ.get(ENV, "").strip()
     if not value:
-        return Path(pwd.getpwuid(os.geteuid()).pw_dir) / ".cache" / "dpuprof" / "probes"
+        try:
+            home = pwd.getpwuid(os.geteuid()).pw_dir
+        except KeyError:
+            return None
+        return Path(home) / ".cache" / "dpuprof" / "probes"
     return Path(value) if os.path.isabs(value) else None
 
 
