@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import poll_until
+from conftest import children_of, poll_until
 
 REPO = Path(__file__).resolve().parents[1]
 TRAIN = REPO / "examples" / "train_ddp.py"
@@ -151,14 +151,8 @@ def test_sigterm_stops_every_rank(tmp_path, data_dir):
                              "--data-dir", str(data_dir), *TINY],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     try:
-        deadline = time.monotonic() + 60
-        children = []
-        while time.monotonic() < deadline:  # wait until both ranks are up
-            children = _children(proc.pid)
-            if len(children) >= 2:
-                break
-            time.sleep(0.5)
-        assert len(children) >= 2, "ranks did not start"
+        assert poll_until(lambda: len(_ranks(proc.pid)) >= 2, timeout=60, every=0.5), "ranks did not start"
+        children = _ranks(proc.pid)
         time.sleep(2)
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
@@ -170,15 +164,10 @@ def test_sigterm_stops_every_rank(tmp_path, data_dir):
     assert poll_until(lambda: not any(_alive(pid) for pid in children), timeout=10), "ranks outlived the launcher"
 
 
-def _children(pid: int) -> list[int]:
+def _ranks(pid: int) -> list[int]:
     """The launcher's rank processes (not multiprocessing's resource tracker)."""
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            pids = [int(x) for x in f.read().split()]
-    except OSError:
-        return []
     ranks = []
-    for child in pids:
+    for child in children_of(pid):
         try:
             with open(f"/proc/{child}/cmdline", "rb") as f:
                 if b"resource_tracker" not in f.read():
