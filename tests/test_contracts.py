@@ -6,6 +6,8 @@ give one), data members on an instance. ``runtime_checkable``'s isinstance check
 from __future__ import annotations
 
 import inspect
+import typing
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -13,7 +15,11 @@ import pytest
 from dpuprof.agent.background import Task
 from dpuprof.agent.projecting import Projector
 from dpuprof.agent.push import Pusher
+from dpuprof.projection import store
+from dpuprof.projection.schema import Allreduce, Evidence, OtherMode, PathBounds, Sweep, VendorComparison
 from dpuprof.record.sources import BpfSource, PsutilSource, Source
+from dpuprof.recording.reader import load
+from dpuprof.recording.summary import HostCpu, IoTotals, NetTotals, ProcessEntry, Summary, WorkloadCpu, summarize
 
 
 def _members(proto) -> tuple[list[str], list[str]]:
@@ -51,6 +57,7 @@ def _problems(proto, cls, instance=None) -> list[str]:
     return out + [f"no {d}" for d in data if not hasattr(instance if instance is not None else cls, d)]
 
 
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 OPTS = SimpleNamespace(freq_hz=99, probes=[], duty=None, python_frames=False, psutil_only=False)
 
 
@@ -80,3 +87,33 @@ def test_the_check_sees_a_missing_member_and_a_different_signature():
     ]
     assert "no category_split" in _problems(Source, Bad, Bad())
     assert "check is not a method" in _problems(Source, Bad, Bad())
+
+
+def _keys(td) -> list[str]:
+    return list(typing.get_type_hints(td))
+
+
+@pytest.mark.parametrize("name", ["compute-bound", "ddp-plain-v1", "storage-heavy"])
+def test_a_summary_has_exactly_the_typed_keys(name, fixture_copy):
+    # the contract --format json prints: the TypedDicts name every key, in the order written
+    s = summarize(load(fixture_copy(name)))
+    assert list(s) == _keys(Summary)
+    for key, td in (("host_cpu", HostCpu), ("workload_cpu", WorkloadCpu), ("io", IoTotals), ("net", NetTotals)):
+        assert list(s[key]) == _keys(td), key
+    assert s["processes"] and all(list(p) == [k for k in _keys(ProcessEntry) if k != "node"] for p in s["processes"])
+    assert isinstance(s["duration_s"], float) and isinstance(s["category_split"], bool)
+
+
+def test_the_projections_nested_fields_are_typed():
+    proj = store.read(FIXTURES / "offload-crypto" / "before.proj.json")  # read only
+    sp = proj.speedup
+    assert isinstance(sp.evidence, Evidence) and sp.evidence.ranks and sp.evidence.ranks[0].pid > 0
+    assert set(sp.bounds) == {"low", "expected", "high"} and all(isinstance(b, PathBounds) for b in sp.bounds.values())
+    assert "wait_peer" in sp.evidence.ranks[0].model_extra  # the waits by reason stay, as extra keys
+    again = store.validate(proj.as_json())
+    assert again.as_json() == proj.as_json()  # a file reads back the same
+    assert typing.get_type_hints(type(sp))["other_mode"] == OtherMode | None
+    assert typing.get_type_hints(type(proj))["sweep"] == Sweep | None
+    with pytest.raises(ValueError, match="flag"):  # a hand-edited file fails with one line
+        store.validate({**proj.as_json(), "speedup": {**proj.as_json()["speedup"], "other_mode": {"mode": "sync"}}})
+    assert typing.get_type_hints(Allreduce)["vendor_comparison"] == VendorComparison | None

@@ -268,11 +268,11 @@ def test_allreduce_alpha_beta_hand_computed():
     # hop's latency (network, 2 us RDMA / 10 us TCP, against 1 us NVLink)
     rdma = ring_time_s(256, 2e6, 2e-6, 400e9 / 8)
     tcp = ring_time_s(256, 2e6, 10e-6, 42e9 / 8)
-    assert ar.algorithms["ring"]["rdma_us"] == pytest.approx(rdma * 1e6, rel=1e-6)
-    assert ar.algorithms["ring"]["tcp_us"] == pytest.approx(tcp * 1e6, rel=1e-6)
+    assert ar.algorithms["ring"].rdma_us == pytest.approx(rdma * 1e6, rel=1e-6)
+    assert ar.algorithms["ring"].tcp_us == pytest.approx(tcp * 1e6, rel=1e-6)
     for t in ("tcp", "rdma"):  # the headline is the fastest algorithm
-        assert getattr(ar, f"{t}_us") == min(a[f"{t}_us"] for a in ar.algorithms.values())
-        assert ar.algorithms[ar.algorithm[t]][f"{t}_us"] == getattr(ar, f"{t}_us")
+        assert getattr(ar, f"{t}_us") == min(getattr(a, f"{t}_us") for a in ar.algorithms.values())
+        assert getattr(ar.algorithms[ar.algorithm[t]], f"{t}_us") == getattr(ar, f"{t}_us")
     assert ar.tcp_us > ar.rdma_us
     assert project(inp, PROFILES["ideal"], nodes=2).allreduce is None
 

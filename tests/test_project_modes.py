@@ -34,13 +34,13 @@ def test_projection_carries_both_modes_from_the_model():
     assert sp.modes and "sync" not in sp.modes and "arm_offload" in sp.modes["async"]
     other = sp.other_mode
     sync = project(make_input(INFLATE), BF3, mode="sync").speedup  # the same model run by hand
-    assert other["mode"] == "sync" and other["flag"] == "--mode sync"
-    assert (other["low"], other["expected"], other["high"]) == (sync.low, sync.expected, sync.high)
-    assert other["modes"] == sync.modes and other["freed_s"] == sync.freed_s
-    assert sp.expected > other["expected"]  # arm_offload (A < 1) does not pay when the host waits for it
+    assert other.mode == "sync" and other.flag == "--mode sync"
+    assert (other.low, other.expected, other.high) == (sync.low, sync.expected, sync.high)
+    assert other.modes == sync.modes and other.freed_s == sync.freed_s
+    assert sp.expected > other.expected  # arm_offload (A < 1) does not pay when the host waits for it
     # and back: --mode sync compares with each mechanism's own
     back = sync.other_mode
-    assert back["mode"] is None and back["expected"] == sp.expected
+    assert back.mode is None and back.expected == sp.expected
 
 
 def test_the_agent_can_skip_the_comparison():
@@ -53,7 +53,7 @@ def test_terminal_says_the_mode_beside_the_headline():
     text = render_terminal(p)
     lines = text.splitlines()
     head = next(i for i, ln in enumerate(lines) if ln.startswith("Speedup of the recorded job:"))
-    other = p.speedup.other_mode["expected"]
+    other = p.speedup.other_mode.expected
     assert f"(assumes the host does not wait for the DPU (" in lines[head]
     assert f"; --mode sync: {other:.3f})" in lines[head]
     assert lines[head + 1].startswith("  modes: async for ") and "arm_offload" in lines[head + 1]

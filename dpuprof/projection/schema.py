@@ -79,6 +79,63 @@ class Window(_Obj):
     how: str = ""
 
 
+class PathBounds(_Obj):
+    """One case of the critical-path bounds: each path's seconds of the window before and after the
+    offload (dpuprof.project.critical_path.speedup); the case's speedup is max(before) / max(after)."""
+
+    before: dict[str, float]
+    after: dict[str, float]
+
+
+class RankEvidence(_Obj):
+    """A rank's measured signals, as shares of the window (0..1), and the CPU seconds the offload
+    frees on it. Its waits by reason come as extra keys ``wait_<reason>`` (shares too)."""
+
+    pid: int
+    comm: str = ""
+    on_cpu: float | None = None
+    runq: float | None = None
+    freed_s: float | None = None
+
+
+class LoaderEvidence(_Obj):
+    """A DataLoader worker of rank ``rank_pid``: busy and run-queue shares of the window, freed seconds."""
+
+    pid: int
+    rank_pid: int | None = None
+    busy: float | None = None
+    runq: float | None = None
+    freed_s: float | None = None
+
+
+class Evidence(_Obj):
+    """What the regime rests on (dpuprof.project.critical_path.evidence): the window's length, the
+    host's idle share and freed seconds, the GPUs' busy share (None: no GPU recorded), each rank and
+    loader, and what the offload gains on each path (``path_gains_s``, seconds)."""
+
+    window_s: float
+    host_idle: float | None = None
+    host_freed_s: float | None = None
+    gpu_busy: float | None = None
+    ranks: list[RankEvidence] = Field(default_factory=list)
+    loaders: list[LoaderEvidence] = Field(default_factory=list)
+    path_gains_s: dict[str, float] = Field(default_factory=dict)
+
+
+class OtherMode(_Obj):
+    """The speedup under the other execution mode (dpuprof.project.assemble._other_mode): ``mode``
+    None means each mechanism's own; ``flag`` is the option that selects it (``--mode sync``)."""
+
+    mode: str | None = None
+    flag: str
+    modes: dict[str, list[str]] = Field(default_factory=dict)
+    low: float | None = None
+    expected: float | None = None
+    high: float | None = None
+    freed_s: float | None = None
+    regime: str | None = None
+
+
 class Speedup(_Obj):
     """Job speedup: ``low <= expected <= high`` (None: unbounded) and how it was found. ``regime``
     None: no single regime (a job's speedup, the minimum over its nodes)."""
@@ -98,15 +155,16 @@ class Speedup(_Obj):
     regime_why: str = ""
     contention_proxy: float | None = None
     window: Window | None = None
-    bounds: dict | None = None
-    evidence: dict | None = None
+    #: {case ("low", "expected", "high"): its paths' seconds before and after}
+    bounds: dict[str, PathBounds] | None = None
+    evidence: Evidence | None = None
     assumptions: list[str] = Field(default_factory=list)
     #: {mode: [mechanism, ...]} whose freed CPU the bounds rest on (dpuprof.project.modes); None in
     #: older files and merged (job) projections
     modes: dict[str, list[str]] | None = None
     #: the same model under the other execution mode: {mode (None: each mechanism's own), flag,
     #: modes, low, expected, high, freed_s, regime}; None in older files and from the agent
-    other_mode: dict | None = None
+    other_mode: OtherMode | None = None
 
 
 class Dpu(_Obj):
@@ -116,6 +174,46 @@ class Dpu(_Obj):
     name: str | None = None
     file: str | None = None
     description: str = ""
+
+
+class AlgorithmTimes(_Obj):
+    """One all-reduce algorithm's modelled time per operation (us) and bus bandwidth (Gb/s; None
+    where it is not defined) over each transport (dpuprof.project.allreduce.model)."""
+
+    tcp_us: float
+    rdma_us: float
+    tcp_busbw_gbps: float | None = None
+    rdma_busbw_gbps: float | None = None
+
+
+class VendorSize(_Obj):
+    """One message size of the vendor comparison: the fastest algorithm's time per transport, and
+    every algorithm's."""
+
+    message_bytes: int
+    tcp_us: float
+    rdma_us: float
+    algorithms: dict[str, AlgorithmTimes] = Field(default_factory=dict)
+    algorithm: dict[str, str] = Field(default_factory=dict)
+
+
+class VendorComparison(_Obj):
+    """The vendor brief's scale, modelled (dpuprof.project.allreduce.vendor_row)."""
+
+    vendor: str
+    nodes: int
+    gpus_per_node: int
+    ranks: int
+    sizes: list[VendorSize] = Field(default_factory=list)
+    assumption: str = ""
+
+
+class ParamValue(_Obj):
+    """A DPU profile parameter as the projection used it (``Param.as_dict``): its value (None:
+    unbounded) and its source; a ``note`` where the profile gives one."""
+
+    value: float | str | None = None
+    source: str = ""
 
 
 class Allreduce(_Obj):
@@ -138,15 +236,17 @@ class Allreduce(_Obj):
     rdma_us: float | None = None
     #: transport ("tcp", "rdma") -> the fastest algorithm modelled ("ring", "tree", "hierarchical")
     algorithm: dict[str, str] = Field(default_factory=dict)
-    algorithms: dict = Field(default_factory=dict)
+    #: algorithm ("ring", "tree", "hierarchical") -> its modelled times
+    algorithms: dict[str, AlgorithmTimes] = Field(default_factory=dict)
     tcp_total_s: float | None = None
     rdma_total_s: float | None = None
     recorded_duration_s: float | None = None
     exceeds_recording: dict[str, bool] = Field(default_factory=dict)
     tcp_host_cpu_us_per_step: float | None = None
     rdma_host_cpu_us_per_step: float | None = None
-    vendor_comparison: dict | None = None
-    parameters: dict = Field(default_factory=dict)
+    vendor_comparison: VendorComparison | None = None
+    #: the profile's allreduce parameters and its line rate, by name
+    parameters: dict[str, ParamValue] = Field(default_factory=dict)
     assumptions: list[str] = Field(default_factory=list)
 
 
@@ -169,6 +269,37 @@ class Host(_Obj):
     host_capacity_s: float = 0.0
 
 
+class SweepPoint(_Obj):
+    """One value of a swept parameter and the projection's outcome at it."""
+
+    value: float
+    low: float | None = None
+    expected: float | None = None
+    high: float | None = None
+    freed_s: float = 0.0
+    after_pct: float | None = None
+    pays: bool = False
+
+
+class Sweep(_Obj):
+    """``dpuprof project --sweep`` (dpuprof.project.sweep.sweep): ``param`` of ``mechanism`` from
+    ``lo`` to ``hi`` in ``unit``, where it enters the model, and whether the outcome stays flat
+    (with the reason)."""
+
+    param: str
+    mechanism: str | None = None
+    field: str = ""
+    unit: str = ""
+    lo: float
+    hi: float
+    enters: list[str] = Field(default_factory=list)
+    flat: bool = False
+    speedup_flat: bool = False
+    flat_reason: str | None = None
+    points: list[SweepPoint] = Field(default_factory=list)
+    note: str = ""
+
+
 class Projection(_Obj):
     """The whole projection file (docs/projection-contract.md)."""
 
@@ -188,7 +319,7 @@ class Projection(_Obj):
     speedup: Speedup = Field(default_factory=Speedup)
     allreduce: Allreduce | None = None
     capacity: list[Capacity] = Field(default_factory=list)
-    sweep: dict | None = None
+    sweep: Sweep | None = None
     assumptions: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
     #: ``dpuprof project --set MECH.PARAM=value`` what-ifs applied, as given; None without any

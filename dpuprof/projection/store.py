@@ -115,9 +115,13 @@ def stamp(proj: Projection, recording: str | os.PathLike, label: str | None = No
     """A copy of ``proj`` (the model's, ``dpuprof.project.build_projection``, validated there) made
     from the file ``recording``: its ``recording`` field set to ``label`` (the name the user gave;
     default the path), ``recording_sha256`` to the file's checksum, and what the command line added:
-    ``sweep`` (dpuprof.project.sweep.sweep's dict) and ``set`` (the --set specs as given)."""
+    ``sweep`` (dpuprof.project.sweep.sweep's dict, validated here as a ``Sweep``) and ``set`` (the
+    --set specs as given)."""
+    from dpuprof.projection.schema import Sweep  # noqa: PLC0415 -- loaded with ``proj``'s class: see validate
+
     return proj.model_copy(update={"recording": label if label is not None else str(recording),
-                                   "recording_sha256": sha256(recording), "sweep": sweep, "set": set})
+                                   "recording_sha256": sha256(recording),
+                                   "sweep": None if sweep is None else Sweep.model_validate(sweep), "set": set})
 
 
 def _reject(name):

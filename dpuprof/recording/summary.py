@@ -8,9 +8,108 @@ is in ``total_s``, ``by_category`` or ``by_subcategory``.
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from dpuprof.categories import CATEGORIES, IDLE, NOT_WORK, OBSERVER
 from dpuprof.recording import partial
 from dpuprof.recording.reader import Recording
+
+
+class HostCpu(TypedDict):
+    """The host's CPU seconds; ``by_category``/``by_subcategory`` None without a category split;
+    ``cpu_times`` /proc/stat's fields summed over the recording."""
+
+    total_s: float
+    idle_s: float
+    observer_s: float
+    by_category: dict[str, float] | None
+    by_subcategory: dict[str, float] | None
+    cpu_times: dict[str, float]
+
+
+class WorkloadCpu(TypedDict):
+    """The workload's CPU seconds, as ``HostCpu``; ``proc_cpu_s`` from /proc, ``kernel_s`` the
+    command tree's CPU as the kernel counted it when reaped (None where not covered)."""
+
+    total_s: float
+    observer_s: float
+    by_category: dict[str, float] | None
+    by_subcategory: dict[str, float] | None
+    proc_cpu_s: float
+    kernel_s: float | None
+
+
+class _ProcessBase(TypedDict):
+    pid: int
+    ppid: int | None
+    comm: str
+    cpu_s: float
+    by_category: dict[str, float] | None
+
+
+class ProcessEntry(_ProcessBase, total=False):
+    """One workload process, CPU seconds; ``node`` only in a job's summary (render/merge.py)."""
+
+    node: str
+
+
+class IoTotals(TypedDict):
+    """Block I/O over the recording: bytes and IOs, and who counted them ("bpf", "procfs", ...)."""
+
+    source: str
+    read_bytes: int
+    write_bytes: int
+    read_ios: int
+    write_ios: int
+
+
+class NetTotals(TypedDict):
+    """Network bytes and packets over the recording, per device ``{dev: {"tx", "rx"}}`` bytes, and
+    TCP retransmits; ``source`` says who counted them."""
+
+    source: str
+    tx_bytes: int
+    rx_bytes: int
+    tx_packets: int
+    rx_packets: int
+    by_dev: dict[str, dict[str, int]]
+    tcp_retransmits: int
+
+
+class StoppedEarly(TypedDict):
+    """A uprobe detached for being called too often (dpuprof/recording/partial.py)."""
+
+    target: str
+    calls_per_s: float
+    limit_per_s: float
+    covered_s: float | None
+    span_s: float | None
+    warning: str
+
+
+#: ``Summary``'s keys, in the order ``summarize`` writes them (TypedDict's functional form: the
+#: contract has a key named ``lost`` beside ``lost_samples`` and keys no class body could hold)
+Summary = TypedDict("Summary", {
+    "schema_version": int, "dpuprof_version": str, "recording": "str | list[str]", "command": "list[str] | None",
+    "workload": str, "host": str, "kernel": str, "cpu_count": int, "duration_s": float, "complete": bool,
+    "exit_code": "int | None", "mode": "str | None", "category_split": bool, "sample_freq_hz": "float | None",
+    "probes_unavailable": "dict[str, str]", "probes_stopped_early": "list[StoppedEarly]",
+    "host_cpu": HostCpu, "workload_cpu": WorkloadCpu, "processes": "list[ProcessEntry]", "io": IoTotals,
+    "net": NetTotals, "softirq_s": "dict[str, float]", "lost_samples": int, "lost": "dict[str, int]",
+})
+
+
+class ReportSummary(Summary, total=False):
+    """What a report adds to ``Summary`` (render/view.py ``build_view``, render/merge.py
+    ``job_summary``): the losses as shares, the recorder's own CPU and what it cost the workload,
+    with --time the window covered, and in a job's summary its nodes and the job's own view."""
+
+    lost_shares: list[dict]
+    recorder: dict
+    observer_cost: dict
+    window: dict
+    nodes: list[str]
+    job: dict
 
 
 def _by_category(df) -> dict[str, float]:
@@ -25,8 +124,8 @@ def _by_subcategory(df) -> dict[str, float]:
     return {k: round(float(v), 6) for k, v in sums.items()}
 
 
-def summarize(rec: Recording) -> dict:
-    """Return the summary dict (JSON-serialisable). Keys:
+def summarize(rec: Recording) -> Summary:
+    """Return the summary (a JSON-serialisable dict, typed as ``Summary``). Keys:
 
     duration_s, command, workload ("command", "attach", "cgroup" or "system-wide"), schema_version, complete, mode, category_split, sample_freq_hz,
     probes_unavailable {probe: why}, probes_stopped_early [{target, calls_per_s, limit_per_s,
@@ -98,7 +197,7 @@ def _header(rec: Recording, split: bool) -> dict:
             "probes_unavailable": info.probes_unavailable, "probes_stopped_early": _stopped_early(rec)}
 
 
-def _stopped_early(rec: Recording) -> list[dict]:
+def _stopped_early(rec: Recording) -> list[StoppedEarly]:
     """The uprobes that stopped early (dpuprof/recording/partial.py), as JSON objects."""
     out = []
     for p in partial.detached(rec.meta, rec.table("intervals")):
@@ -116,7 +215,7 @@ def _host_busy_idle(cat, busy, host_times: dict, split: bool) -> tuple[float, fl
     idle = host_times.get("idle", 0.0) + host_times.get("iowait", 0.0)
     return sum(v for k, v in host_times.items() if k not in ("idle", "iowait")), idle
 
-def _processes(rec: Recording, wl, proc_cpu_tot, split: bool) -> list[dict]:
+def _processes(rec: Recording, wl, proc_cpu_tot, split: bool) -> list[ProcessEntry]:
     """The workload's processes, busiest first: [{pid, ppid, comm, cpu_s, by_category}]; CPU from
     the classified rows ``wl`` with a category split, else from proc_cpu totals ``proc_cpu_tot``."""
     procs = rec.table("processes")
@@ -149,7 +248,7 @@ def _softirq(rec: Recording) -> dict[str, float]:
     return {k: round(float(v) / 1e9, 6) for k, v in by_vec.items()}
 
 
-def _io(rec: Recording) -> dict:
+def _io(rec: Recording) -> IoTotals:
     blk = rec.table("block_io")
     if not blk.empty:
         by_op = blk.groupby("op")[["bytes", "ios"]].sum()
@@ -162,7 +261,7 @@ def _io(rec: Recording) -> dict:
             "read_ios": int(disk.get("read_count", 0)), "write_ios": int(disk.get("write_count", 0))}
 
 
-def _net(rec: Recording) -> dict:
+def _net(rec: Recording) -> NetTotals:
     net = rec.table("net_io")
     events = rec.table("events")
     retrans = int(events.loc[events["event"] == "tcp_retransmit", "count"].sum())

@@ -44,7 +44,7 @@ def headline(sp: Speedup, override: str | None, spec: str = ".3f", unit: str = "
         assumed = f"{names} offloads"
     if override:
         assumed += f" as --mode {override.replace('_', '-')} sets"
-    return f"assumes {assumed}; {other['flag']}: {_x(other.get('expected'), spec)}{unit}"
+    return f"assumes {assumed}; {other.flag}: {_x(other.expected, spec)}{unit}"
 
 
 def details(sp: Speedup, spec: str = ".3f") -> list[str]:
@@ -55,8 +55,8 @@ def details(sp: Speedup, spec: str = ".3f") -> list[str]:
         return []
     said = "; ".join(f"{mode} for {', '.join(mechs)} ({MEANING.get(mode, mode)})" for mode, mechs in sp.modes.items())
     out = [f"modes: {said}" if said else "modes: no offload pays in the modes assumed"]
-    mode = other.get("mode")
+    mode = other.mode
     what = MEANING.get(mode, "") if mode else "each mechanism's own mode"
-    bounds = "   ".join(f"{k} {_x(other.get(k), spec)}" for k in ("low", "expected", "high"))
-    out.append(f"with {other['flag']}" + (f" ({what})" if mode else "") + f": {bounds}")
+    bounds = "   ".join(f"{k} {_x(getattr(other, k), spec)}" for k in ("low", "expected", "high"))
+    out.append(f"with {other.flag}" + (f" ({what})" if mode else "") + f": {bounds}")
     return out

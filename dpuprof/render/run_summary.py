@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dpuprof.categories import INFRASTRUCTURE
+from dpuprof.recording.summary import ReportSummary
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ class ProcessRow:
 @dataclass(frozen=True)
 class RunSummary:
     #: the JSON contract (what ``--format json`` prints for the run)
-    contract: dict
+    contract: ReportSummary
     #: network bytes sent and received, and who counted them ("bpf" or "procfs")
     tx_bytes: int
     rx_bytes: int
@@ -64,7 +65,7 @@ class RunSummary:
         return self.contract.get("lost_shares", [])
 
     @classmethod
-    def of(cls, contract: dict) -> "RunSummary":
+    def of(cls, contract: ReportSummary) -> "RunSummary":
         """The typed summary of ``contract`` (a dict from ``summarize``, which always writes the
         ``net``, ``io`` and ``processes`` keys; the process rows' ``node`` only in a job's)."""
         net, io = contract["net"], contract["io"]

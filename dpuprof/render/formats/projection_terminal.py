@@ -126,9 +126,9 @@ def _allreduce(proj: Projection) -> list:
                    f"({ar.recorded_ranks} ranks)")
     vc = ar.vendor_comparison
     if vc:
-        out.append(clean(f"  vendor brief {vc['vendor']}; modelled at {vc['nodes']} x {vc['gpus_per_node']}: " +
-                         "; ".join(f"{r['message_bytes']:,} B TCP {r['tcp_us']:.1f} us -> RDMA {r['rdma_us']:.1f} us"
-                                   for r in vc["sizes"])))
+        out.append(clean(f"  vendor brief {vc.vendor}; modelled at {vc.nodes} x {vc.gpus_per_node}: " +
+                         "; ".join(f"{r.message_bytes:,} B TCP {r.tcp_us:.1f} us -> RDMA {r.rdma_us:.1f} us"
+                                   for r in vc.sizes)))
     return out
 
 
@@ -136,15 +136,15 @@ def _sweep(proj: Projection) -> list:
     sw = proj.sweep
     if not sw:
         return []
-    out = ["", clean(f"Sweep of {sw['param']} ({sw['unit']}) on {sw.get('mechanism') or 'every mechanism'}"
-                     + (f"; enters {'; '.join(sw['enters'])}" if sw.get("enters") else "") + ":")]
-    rows = [[f"{p['value']:.4g}", _f(p["low"], ".3f"), _f(p["expected"], ".3f", "inf"), _f(p["high"], ".3f", "inf"),
-             f"{p['freed_s']:.2f}", f"{p['after_pct']:.1f}"] for p in sw["points"]]
+    out = ["", clean(f"Sweep of {sw.param} ({sw.unit}) on {sw.mechanism or 'every mechanism'}"
+                     + (f"; enters {'; '.join(sw.enters)}" if sw.enters else "") + ":")]
+    rows = [[f"{p.value:.4g}", _f(p.low, ".3f"), _f(p.expected, ".3f", "inf"), _f(p.high, ".3f", "inf"),
+             f"{p.freed_s:.2f}", _f(p.after_pct, ".1f")] for p in sw.points]
     out.append(table(["value", "low", "expected", "high", "freed s", "cores for AI %"], rows, right=range(6)))
-    if sw.get("flat"):
-        out.append(clean(f"  Flat: {sw.get('flat_reason')}"))
-    elif sw.get("speedup_flat") and sw.get("flat_reason"):
-        out.append(clean(f"  Speedup flat: {sw['flat_reason']}"))
+    if sw.flat:
+        out.append(clean(f"  Flat: {sw.flat_reason}"))
+    elif sw.speedup_flat and sw.flat_reason:
+        out.append(clean(f"  Speedup flat: {sw.flat_reason}"))
     return out
 
 
