@@ -33,13 +33,12 @@ from dpuprof.recording.packing import pack_counts, pack_ids, unpack_counts
 from dpuprof.recording.schema import DDL, LATE_COLUMNS, SCHEMA_VERSION, TABLES, VIEWS
 from dpuprof.recording import threadpack
 from dpuprof.categories import top_level
+from dpuprof.recording.folded import split as split_frames
 
 #: Stack samples older than this (seconds before the last interval) are merged at ``close``...
 BUCKET_AFTER_S = 60.0
 #: ... into buckets of this many seconds (a whole number of intervals, aligned to interval 0).
 BUCKET_S = 10.0
-from dpuprof.recording.folded import split as split_frames
-from dpuprof.recording.schema import DDL, LATE_COLUMNS, SCHEMA_VERSION, TABLES
 
 
 class RecordingWriter:
