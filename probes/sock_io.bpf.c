@@ -11,6 +11,13 @@
 //           recv 84 ns x 34,934/s, send 152 ns x 18,607/s (0.57 % of a core; with --light the
 //           largest BPF cost left: per-socket counters from sock_diag would replace it). Raw tracepoints with a per-CPU
 //           hash measured slower (256 and 375 ns): a per-CPU hash lookup is a helper call.
+//           Those are the BPF statistics: the program's time only, not the trace record the kernel
+//           builds for a classic tracepoint before it runs. From the caller's side
+//           (benchmarks/sock_call_cost.py --rounds 5, 2026-12-05 23:01, UDP send + receive over
+//           loopback) the two programs cost a call pair 512 ns in all (446-611 over 5 rounds; 3,196
+//           ns a pair without sock_io), where bpf_stats shows 121 + 200 ns on an iperf3 flood. Raw
+//           tracepoints reading family and protocol from the socket saved 52 ns of it (8 %; 5
+//           interleaved pairs): not worth a second version of the probe.
 #include <uapi/linux/ptrace.h>
 
 struct sock_key { u32 tgid; u16 family; u16 protocol; u32 dir; };

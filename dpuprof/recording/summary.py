@@ -87,16 +87,33 @@ class StoppedEarly(TypedDict):
     warning: str
 
 
-#: ``Summary``'s keys, in the order ``summarize`` writes them (TypedDict's functional form: the
-#: contract has a key named ``lost`` beside ``lost_samples`` and keys no class body could hold)
-Summary = TypedDict("Summary", {
-    "schema_version": int, "dpuprof_version": str, "recording": "str | list[str]", "command": "list[str] | None",
-    "workload": str, "host": str, "kernel": str, "cpu_count": int, "duration_s": float, "complete": bool,
-    "exit_code": "int | None", "mode": "str | None", "category_split": bool, "sample_freq_hz": "float | None",
-    "probes_unavailable": "dict[str, str]", "probes_stopped_early": "list[StoppedEarly]",
-    "host_cpu": HostCpu, "workload_cpu": WorkloadCpu, "processes": "list[ProcessEntry]", "io": IoTotals,
-    "net": NetTotals, "softirq_s": "dict[str, float]", "lost_samples": int, "lost": "dict[str, int]",
-})
+class Summary(TypedDict):
+    """The summary's keys, in the order ``summarize`` writes them (see its docstring)."""
+
+    schema_version: int
+    dpuprof_version: str
+    recording: str | list[str]
+    command: list[str] | None
+    workload: str
+    host: str
+    kernel: str
+    cpu_count: int
+    duration_s: float
+    complete: bool
+    exit_code: int | None
+    mode: str | None
+    category_split: bool
+    sample_freq_hz: float | None
+    probes_unavailable: dict[str, str]
+    probes_stopped_early: list[StoppedEarly]
+    host_cpu: HostCpu
+    workload_cpu: WorkloadCpu
+    processes: list[ProcessEntry]
+    io: IoTotals
+    net: NetTotals
+    softirq_s: dict[str, float]
+    lost_samples: int
+    lost: dict[str, int]
 
 
 class ReportSummary(Summary, total=False):
