@@ -111,7 +111,7 @@ def test_the_projections_nested_fields_are_typed():
     assert set(sp.bounds) == {"low", "expected", "high"} and all(isinstance(b, PathBounds) for b in sp.bounds.values())
     assert "wait_peer" in sp.evidence.ranks[0].model_extra  # the waits by reason stay, as extra keys
     again = store.validate(proj.as_json())
-    assert again.as_json() == proj.as_json()  # a file reads back the same
+    assert again.as_json() == proj.as_json()  # what it writes validates back to the same
     assert typing.get_type_hints(type(sp))["other_mode"] == OtherMode | None
     assert typing.get_type_hints(type(proj))["sweep"] == Sweep | None
     with pytest.raises(ValueError, match="flag"):  # a hand-edited file fails with one line
