@@ -28,8 +28,10 @@ class HostCpu(TypedDict):
 
 
 class WorkloadCpu(TypedDict):
-    """The workload's CPU seconds, as ``HostCpu``; ``proc_cpu_s`` from /proc, ``kernel_s`` the
-    command tree's CPU as the kernel counted it when reaped (None where not covered)."""
+    """The workload's CPU seconds, as ``HostCpu``; ``proc_cpu_s`` from /proc. ``kernel_s`` is the
+    self-check: the command tree's CPU as the kernel counted it when it was reaped (meta
+    ``command_cpu_s``), to hold against total_s + observer_s (the same CPU, categorised); None where
+    the recording did not cover the command's whole life."""
 
     total_s: float
     observer_s: float
@@ -77,7 +79,8 @@ class NetTotals(TypedDict):
 
 
 class StoppedEarly(TypedDict):
-    """A uprobe detached for being called too often (dpuprof/recording/partial.py)."""
+    """A uprobe detached for being called too often (dpuprof/recording/partial.py): its tables hold
+    the calls up to then only; covered_s/span_s None when the recording does not say when."""
 
     target: str
     calls_per_s: float
@@ -88,7 +91,9 @@ class StoppedEarly(TypedDict):
 
 
 class Summary(TypedDict):
-    """The summary's keys, in the order ``summarize`` writes them (see its docstring)."""
+    """The summary's keys, in the order ``summarize`` writes them. ``workload`` is "command",
+    "attach", "cgroup" or "system-wide"; ``probes_unavailable`` {probe: why}; ``softirq_s``
+    {vector: seconds}; ``lost`` {kind: count}, and ``lost_samples`` the whole samples lost."""
 
     schema_version: int
     dpuprof_version: str
@@ -142,21 +147,7 @@ def _by_subcategory(df) -> dict[str, float]:
 
 
 def summarize(rec: Recording) -> Summary:
-    """Return the summary (a JSON-serialisable dict, typed as ``Summary``). Keys:
-
-    duration_s, command, workload ("command", "attach", "cgroup" or "system-wide"), schema_version, complete, mode, category_split, sample_freq_hz,
-    probes_unavailable {probe: why}, probes_stopped_early [{target, calls_per_s, limit_per_s,
-    covered_s, span_s, warning}] (uprobes detached for being called too often: their tables hold
-    the calls up to then only; covered_s/span_s null when the recording does not say when),
-    host_cpu {total_s, idle_s, observer_s, by_category, by_subcategory, cpu_times},
-    workload_cpu {total_s, observer_s, by_category, by_subcategory, proc_cpu_s, kernel_s},
-    processes [{pid, ppid, comm, cpu_s, by_category}], io {...}, net {...}, softirq_s {vector: s},
-    lost_samples, lost.
-
-    ``workload_cpu.kernel_s`` is the self-check: the command tree's CPU as the kernel counted it
-    when it was reaped (meta ``command_cpu_s``), to hold against total_s + observer_s (the same
-    CPU, categorised); None where the recording did not cover the command's whole life.
-    """
+    """Return the summary: a JSON-serialisable dict whose keys, in order, are ``Summary``'s."""
     split = rec.category_split
     cat = rec.table("cpu_category")
     busy = cat[~cat["category"].isin(NOT_WORK)]
