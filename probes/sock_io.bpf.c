@@ -1,6 +1,9 @@
 // sock_io: socket payload bytes per process, protocol and direction.
 //
-// Purpose:  which processes move the bytes (e.g. the DDP ranks' all-reduce traffic per step).
+// Purpose:  which processes move the bytes (e.g. the DDP ranks' all-reduce traffic per step), with
+//           their send/receive calls and UDP. Opt-in (--probes default,sock_io): by default the TCP
+//           sockets' own counters give the bytes (sock_diag: dpuprof/record/drain/sockdiag.py),
+//           with no program per call; only calls and UDP need this probe.
 // Maps:     sock_stats HASH (tgid, family, protocol, dir) -> {bytes, calls}, cumulative;
 //           dir 0 = send, 1 = recv.
 //           sock_lost  ARRAY [0] = calls not counted (sock_stats full)

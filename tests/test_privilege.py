@@ -123,7 +123,8 @@ def test_record_as_nobody_with_capabilities_only(nobody_dir):
     out = nobody_dir / "nobody.rec"
     assert os.stat(out).st_uid == NOBODY
     rec = load(out)
-    assert rec.complete and {"proc_tree", "cpu_sample", "sock_io"} <= set(rec.meta["probes_used"])
+    assert rec.complete and {"proc_tree", "cpu_sample", "sched_wait"} <= set(rec.meta["probes_used"])
+    assert set(rec.info.io_sources) == {"net_io", "block_io", "sock_io"}  # the counters need no capability
     procs = rec.table("processes")
     mine = set(procs.loc[procs["in_workload"] == 1, "pid"])
     stacks = rec.table("stacks")

@@ -6,10 +6,13 @@ import json
 import os
 import re
 import subprocess
+from types import SimpleNamespace
 
 import pytest
 
 from conftest import PYTHON, REPO, dpuprof, poll_until, summary_of
+from dpuprof.record import sources
+from dpuprof.record.load import probes as probemod
 
 # Not root: uid 1000 and no capabilities (record checks CapEff, dpuprof/record/workload/privilege.py).
 NO_ROOT = ("import os, sys; os.geteuid = lambda: 1000; sys.argv[0] = 'dpuprof'; "
@@ -121,7 +124,7 @@ def test_psutil_attach_counts_cpu_from_the_attach_not_from_the_start(tmp_path):
 
 
 @pytest.mark.parametrize("args,want", [
-    (["--light"], (19, 5.0, ["proc_tree", "cpu_sample", "sock_io"])),
+    (["--light"], (19, 5.0, ["proc_tree", "cpu_sample"])),
     (["--light", "-F", "49", "--interval", "2", "--probes", "cpu_sample"], (49, 2.0, ["cpu_sample"])),
     ([], (99, 1.0, [])),  # the default probes
     (["--probes", "all"], (99, 1.0, ["all"])),  # every probe, the per-event ones too
@@ -152,3 +155,15 @@ def test_light_is_19_hz_5_s_intervals_without_the_per_thread_probes(monkeypatch,
     assert isinstance(res.exception, Captured), res.output
     opts = seen["opts"]
     assert (opts.freq_hz, opts.interval_s, opts.probes) == want
+
+
+@pytest.mark.parametrize("probes,want", [
+    ([], None),  # the default set
+    (["default", "sock_io"], "sock_io"),
+    (["sock_io", "default"], "sock_io"),
+])
+def test_default_in_probes_is_the_default_set_plus_the_named_ones(probes, want):
+    got = sources.BpfSource(SimpleNamespace(probes=probes, duty=None))._wanted(probemod)
+    assert set(probemod.DEFAULT_PROBES) <= set(got) and len(got) == len(set(got))
+    assert ("sock_io" in got) == (want == "sock_io")
+    assert not set(probemod.PER_EVENT) - {"sock_io"} & set(got)

@@ -95,7 +95,8 @@ class IntervalMetrics:
                 self._job_series(self.cpu, pid, cat, sub).inc(cpu_s * w)
         for pid, proto, direction, nbytes, calls in tables.get("sock_io") or ():
             self._job_series(self.sock_bytes, pid, proto, direction).inc(nbytes * w)
-            self._job_series(self.sock_calls, pid, proto, direction).inc(calls * w)
+            if calls:  # 0 where sock_diag's counters gave the bytes: calls not counted
+                self._job_series(self.sock_calls, pid, proto, direction).inc(calls * w)
         for dev, op, nbytes, ios in tables.get("block_io") or ():
             self.block_bytes.labels(dev, op, node).inc(nbytes * w)
             self.block_ios.labels(dev, op, node).inc(ios * w)

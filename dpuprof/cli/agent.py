@@ -42,8 +42,8 @@ Recordings: DIR/HOST-YYYYmmddTHHMMSSZ-NNNNNN.rec, a new one every --rotate (or -
 each starting where the previous one ended; the newest --keep are kept (the one being written
 counts). Each is an ordinary recording: dpuprof report / project read it. The light setting is
 the default, as record --light's: -F 19 and no per-thread waits (sched_wait), uprobes or program
-per packet or block request (bytes, packets and I/Os come from /proc); the agent drains every
---interval (1 s) for fresh /metrics.
+per packet, block request or socket call (bytes, packets and I/Os come from /proc, TCP bytes per
+process from sock_diag); the agent drains every --interval (1 s) for fresh /metrics.
 
 \b
 Cost: measured on a 2-vCPU VM beside a mixed load of about a core (iperf3, hashing threads,
@@ -88,7 +88,7 @@ Examples:
 @click.option("--interval", "interval_s", default=1.0, show_default=True, type=click.FloatRange(0.1, 60),
               help="Seconds between map drains; /metrics advances once per interval.")
 @click.option("--probes", default="light", show_default=True,
-              help="Comma-separated probes (as dpuprof record --probes), 'all', or 'light' (record --light's: all but sched_wait and uprobes).")
+              help="Comma-separated probes (as dpuprof record --probes), 'all', or 'light' (record --light's: proc_tree and cpu_sample).")
 @click.option("--project", "project", metavar="DPU[,DPU...]",
               help="At each rotation, project the completed file on these DPU profiles (bluefield-3, "
                    "connectx-7, ... or a .toml) per job, as gauges (below). Costs a few CPU-seconds "

@@ -90,12 +90,13 @@ Examples:
                    "just after their exec.")
 @click.option("--probes", default="default", show_default=True,
               help="Comma-separated probes (proc_tree, cpu_sample, softirq, block_io, net_dev, sock_io, "
-                   "sched_wait, uprobes), 'default' (all but the per-packet, per-request and per-softirq "
-                   "programs net_dev, block_io and softirq: bytes, packets and I/Os are then read from "
-                   "the kernel's counters in /proc), 'all', or 'psutil' for a light mode without root or eBPF.")
+                   "sched_wait, uprobes), 'default' (all but the per-packet, per-request, per-softirq and "
+                   "per-socket-call programs net_dev, block_io, softirq and sock_io: bytes, packets and "
+                   "I/Os are then read from the kernel's counters, /proc and sock_diag; 'default,sock_io' "
+                   "adds one), 'all', or 'psutil' for a light mode without root or eBPF.")
 @click.option("--light", is_flag=True,
-              help="The setting for long or always-on runs: -F 19, --interval 5 and every probe but the "
-                   "per-thread waits (sched_wait) and uprobes, so no critical-path inputs (the "
+              help="The setting for long or always-on runs: -F 19, --interval 5 and the default probes "
+                   "but the per-thread waits (sched_wait) and uprobes, so no critical-path inputs (the "
                    "projection's speedup falls back to CPU seconds). An explicit -F, --interval or "
                    "--probes wins.")
 @click.option("--rules", "rules", default=None, metavar="FILE",

@@ -246,8 +246,9 @@ class Features:
         if n_from == "workload_socket_calls":
             calls = self.sockets["wl_calls"]
             if calls <= 0 and self.packets > 0:
-                self._warn("no socket call counts for the workload; counted one RDMA work request per "
-                           "packet instead (an upper bound)")
+                self._warn("no socket call counts for the workload (the default recorder counts socket "
+                           "bytes, not calls: record --probes default,sock_io counts calls); counted one "
+                           "RDMA work request per packet instead (an upper bound)")
                 return self.packets
             return calls
         raise ValueError(f"count({n_from!r}) is computed per row")

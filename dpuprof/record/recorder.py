@@ -23,7 +23,7 @@ from typing import Callable
 from dpuprof.errors import UserError
 from dpuprof.record.drain.cost import RecorderCpu
 from dpuprof.record.drain.gpu import GpuTelemetry
-from dpuprof.record.drain.iocounters import IoCounters
+from dpuprof.record.drain.iocounters import TABLES as COUNTED_TABLES, IoCounters
 from dpuprof.record.drain.telemetry import HostTelemetry, ProcessTelemetry, is_process
 from dpuprof.record.drain.threads import ThreadRecorder
 from dpuprof.record.duty import DutyCycle
@@ -153,7 +153,7 @@ class Recorder:
         if sig is not None:
             return self._stopped_before_start(sig, None)
         self.host, self.procs, self.gpu = HostTelemetry(), ProcessTelemetry(), GpuTelemetry()
-        self.io = IoCounters({"net_io", "block_io"} - self.source.probe_tables(), self._workload_pids())
+        self.io = IoCounters(COUNTED_TABLES - self.source.probe_tables(), self._workload_pids())
         self.threads = ThreadRecorder(self.source.sched_wait_maps(),
                                       started=None if self.work.target.command else time.time())
         owner = (self.user.uid, self.user.gid) if self.user else None

@@ -95,7 +95,7 @@ class Source(Protocol):
     ``drain(...)`` (BpfSource.drain); ``pause()``/``resume()`` around --duty's off parts; ``close()``
     (idempotent). For the metadata: ``meta(command, user)``, ``unavailable`` {probe: why},
     ``hooks`` {probe: hook kind}, ``category_split``; ``env_extra()`` is added to the command's
-    environment (or None); ``probe_tables()`` says which of net_io and block_io the mode fills, and
+    environment (or None); ``probe_tables()`` says which of net_io, block_io and sock_io the mode fills, and
     ``sched_wait_maps()`` gives record/drain/threads.py its maps (or None)."""
 
     category_split: bool
@@ -202,6 +202,9 @@ class BpfSource:
         wanted = list(self.opts.probes) or list(probemod.DEFAULT_PROBES)
         if wanted == ["all"]:
             wanted = list(probemod.PROBE_NAMES)
+        if "default" in wanted:  # --probes default,sock_io: the default set and an opt-in probe
+            at = wanted.index("default")
+            wanted[at:at + 1] = [n for n in probemod.DEFAULT_PROBES if n not in wanted]
         for name in wanted:
             if name not in probemod.PROBE_NAMES:
                 raise UserError(f"unknown probe {name!r}; known: {', '.join(probemod.PROBE_NAMES)}, all, psutil")
@@ -312,9 +315,10 @@ class BpfSource:
         return SchedWaitMaps(self.bpf) if "sched_wait" in self.used else None
 
     def probe_tables(self) -> set[str]:
-        """Which of net_io and block_io the loaded probes count (the opt-in per-event programs);
-        the recorder reads the others from the kernel's counters (IoCounters)."""
-        return {t for t, probe in (("net_io", "net_dev"), ("block_io", "block_io")) if probe in self.used}
+        """Which of net_io, block_io and sock_io the loaded probes count (the opt-in per-event
+        programs); the recorder reads the others from the kernel's counters (IoCounters)."""
+        return {t for t, probe in (("net_io", "net_dev"), ("block_io", "block_io"), ("sock_io", "sock_io"))
+                if probe in self.used}
 
     def exits(self) -> dict[int, float]:
         """{pid: on-CPU ns of its whole life} of the processes that ended since the last call

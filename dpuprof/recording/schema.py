@@ -25,9 +25,10 @@ consistent up to its last committed interval.
   span less the gaps; absent: no gaps), command_cpu_s (the command tree's CPU seconds as the kernel
   counted them when it was reaped, getrusage RUSAGE_CHILDREN; written only when the recording
   covered the command's whole life: the self-check of the workload's CPU, recording/summary.py),
-  io_sources ({table: counter}: net_io and block_io read from the kernel's counters,
-  "/proc/PID/net/dev" and "/proc/diskstats", where no per-event probe counted them; absent in older
-  files, whose probes counted both).
+  io_sources ({table: counter}: net_io, block_io and sock_io read from the kernel's counters,
+  "/proc/PID/net/dev", "/proc/diskstats" and "sock_diag tcp_info ...", where no per-event probe
+  counted them; absent in older files, whose probes counted them. sock_io from sock_diag has TCP
+  rows only, ``calls`` 0 (not counted) and pid 0 for sockets of no workload process).
 
 Version 2 adds what the projection's critical-path model needs: per-thread scheduling of the
 workload's threads (``threads``, ``thread_time``, ``thread_wait``, ``thread_category``), collective
@@ -135,7 +136,8 @@ CREATE TABLE IF NOT EXISTS block_latency (
 CREATE TABLE IF NOT EXISTS net_io (
     interval INTEGER NOT NULL, dev TEXT NOT NULL, direction TEXT NOT NULL,
     bytes INTEGER NOT NULL, packets INTEGER NOT NULL);
--- Socket payload bytes per process, protocol ("tcp", "udp", ...) and direction.
+-- Socket payload bytes per process, protocol ("tcp", "udp", ...) and direction; calls 0 where
+-- meta io_sources names sock_diag (it counts bytes, not calls).
 CREATE TABLE IF NOT EXISTS sock_io (
     interval INTEGER NOT NULL, pid INTEGER NOT NULL, protocol TEXT NOT NULL,
     direction TEXT NOT NULL, bytes INTEGER NOT NULL, calls INTEGER NOT NULL);

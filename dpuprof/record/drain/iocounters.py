@@ -1,14 +1,19 @@
-"""The ``net_io`` and ``block_io`` tables from the kernel's counters, for whichever of them no
-opt-in per-event probe (net_dev, block_io) counts: /proc/PID/net/dev of the workload's network
-namespaces (netdev.py) and /proc/diskstats (diskstats.py), read once per interval."""
+"""The ``net_io``, ``block_io`` and ``sock_io`` tables from the kernel's counters, for whichever
+of them no opt-in per-event probe (net_dev, block_io, sock_io) counts: /proc/PID/net/dev of the
+workload's network namespaces (netdev.py), /proc/diskstats (diskstats.py) and the TCP sockets'
+counters through sock_diag (sockdiag.py), read once per interval."""
 
 from __future__ import annotations
 
 from dpuprof.record.drain.diskstats import DiskStats
 from dpuprof.record.drain.netdev import NetDevTelemetry
+from dpuprof.record.drain.sockdiag import SockCounters
 
 #: meta ``io_sources``: who counted each table (absent in older recordings: their probes did)
-SOURCES = {"net_io": "/proc/PID/net/dev", "block_io": "/proc/diskstats"}
+SOURCES = {"net_io": "/proc/PID/net/dev", "block_io": "/proc/diskstats",
+           "sock_io": "sock_diag tcp_info (TCP bytes; calls not counted)"}
+#: The tables a counter can fill.
+TABLES = frozenset(SOURCES)
 
 
 class IoCounters:
@@ -18,12 +23,14 @@ class IoCounters:
     def __init__(self, tables, pids=()):
         self.net = NetDevTelemetry() if "net_io" in tables else None
         self.disk = DiskStats() if "block_io" in tables else None
+        self.sock = SockCounters() if "sock_io" in tables else None
         self.sample(pids)
 
     @property
     def sources(self) -> dict[str, str]:
         """{table: counter} for meta ``io_sources``."""
-        return {t: SOURCES[t] for t, c in (("net_io", self.net), ("block_io", self.disk)) if c is not None}
+        return {t: SOURCES[t] for t, c in (("net_io", self.net), ("block_io", self.disk), ("sock_io", self.sock))
+                if c is not None}
 
     def sample(self, pids) -> dict[str, list]:
         out = {}
@@ -32,6 +39,10 @@ class IoCounters:
             out["events"] = [("tcp_retransmit", retrans)] if retrans else []
         if self.disk is not None:
             out["block_io"] = self.disk.sample()
+        if self.sock is not None:
+            # Where the device counters are read too, a namespace whose devices moved nothing is
+            # not dumped (no socket in it moved payload).
+            out["sock_io"] = self.sock.sample(pids, self.net.quiet if self.net is not None else frozenset())
         return out
 
 

@@ -6,11 +6,9 @@ net_dev_xmit and netif_receive_skb cost two runs per packet (5 % of a core on a 
 of 270,000 packets a second each way); reading ``/proc/PID/net/dev`` once per interval costs
 nothing per packet and gives the same counts.
 
-A device belongs to a network namespace, and ``/proc/PID/net/dev`` lists the devices of PID's
-namespace. Every namespace the workload's processes live in is read (and the recorder's own, the
-host's), through one live process of each, so a job in a container or a netns (a veth, its own
-``lo``) is counted as the kernel's tracepoints counted it. Devices of the same name in two
-namespaces are summed under that name. A namespace first seen during the recording starts from
+``/proc/PID/net/dev`` lists the devices of PID's network namespace; every namespace the workload's
+processes live in is read (netns.py). Devices of the same name in two namespaces are summed under
+that name. A namespace first seen during the recording starts from
 its counters then (what it moved before is not in the recording). Packets are what each driver
 counts: ``lo`` and veth count one per skb (a GSO segment of up to 64 KiB), as the tracepoints
 did; a physical NIC's driver usually counts frames on the wire.
@@ -20,7 +18,7 @@ TCP retransmits: ``RetransSegs`` of each namespace's ``/proc/PID/net/snmp``.
 
 from __future__ import annotations
 
-import os
+from dpuprof.record.drain.netns import Namespaces
 
 # Fields of a /proc/net/dev line after "name:": rx bytes, packets, errs, drop, fifo, frame,
 # compressed, multicast, then tx bytes, packets, ...
@@ -54,13 +52,6 @@ def parse_retrans(text: str) -> int:
     return 0
 
 
-def _netns(pid: int) -> str | None:
-    try:
-        return os.readlink(f"/proc/{pid}/ns/net")
-    except OSError:
-        return None
-
-
 def _read(path: str) -> str | None:
     try:
         with open(path) as fh:
@@ -73,56 +64,44 @@ class NetDevTelemetry:
     """Per-interval ``net_io`` rows and the TCP retransmit count, as deltas since the last call."""
 
     def __init__(self):
-        self.ns_of: dict[int, str | None] = {}  # pid -> its network namespace ("net:[inode]")
+        self.netns = Namespaces()
         self.prev: dict[tuple[str, str], tuple[int, int, int, int]] = {}  # (netns, dev) -> counters
         self.prev_retrans: dict[str, int] = {}
+        self.quiet: set[str] = set()  # namespaces whose devices moved no byte in the last sample
 
     def sample(self, pids) -> tuple[list[tuple], int]:
         """(net_io rows (dev, direction, bytes, packets), TCP retransmits) since the previous call,
         over the namespaces of ``pids`` (live or not: an exited one is skipped) and this process's."""
-        reps = self._namespaces(pids)
+        reps = self.netns.reps(pids)
         sums: dict[tuple[str, str], list[int]] = {}
         retrans = 0
+        self.quiet = set()
         for ns, pid in reps.items():
             dev_text = _read(f"/proc/{pid}/net/dev")
             if dev_text is None:
                 continue
+            moved = False
             for dev, now in parse_net_dev(dev_text).items():
                 before = self.prev.get((ns, dev))
                 self.prev[(ns, dev)] = now
                 if before is None:
+                    moved = True  # a device new to us: not known to be quiet
                     continue
                 d = [max(0, a - b) for a, b in zip(now, before)]
+                moved = moved or d[0] > 0 or d[2] > 0
                 for direction, nbytes, npackets in (("tx", d[0], d[1]), ("rx", d[2], d[3])):
                     if nbytes or npackets:
                         acc = sums.setdefault((dev, direction), [0, 0])
                         acc[0] += nbytes
                         acc[1] += npackets
+            if not moved:
+                self.quiet.add(ns)
             total = parse_retrans(_read(f"/proc/{pid}/net/snmp") or "")
             if ns in self.prev_retrans:
                 retrans += max(0, total - self.prev_retrans[ns])
             self.prev_retrans[ns] = total
         rows = [(dev, d, b, p) for (dev, d), (b, p) in sorted(sums.items())]
         return rows, retrans
-
-    def _namespaces(self, pids) -> dict[str, int]:
-        """{netns: a live pid in it}: this process's and the namespaces of ``pids``, each pid's
-        namespace read once (a process rarely moves; a pid gone from ``pids`` is forgotten)."""
-        me = os.getpid()
-        reps = {}
-        ns = _netns(me)
-        if ns is not None:
-            reps[ns] = me
-        live = set(pids)
-        for pid in [p for p in self.ns_of if p not in live]:
-            del self.ns_of[pid]
-        for pid in live:
-            if pid not in self.ns_of:
-                self.ns_of[pid] = _netns(pid)
-            ns = self.ns_of[pid]
-            if ns is not None and ns not in reps and os.path.exists(f"/proc/{pid}/net/dev"):
-                reps[ns] = pid
-        return reps
 
 
 __all__ = ["NetDevTelemetry", "parse_net_dev", "parse_retrans"]

@@ -127,19 +127,21 @@ HOT_RAW = RawVariant("HOT_RAW_TP")
 HOT_EVENT_NAMES = {"softirq_entry", "softirq_exit"}
 PROBE_NAMES = tuple(p.name for p in PROBES)
 REQUIRED = ("proc_tree", "cpu_sample")  # without these there is no workload or category split
-# Probes with a program on every packet, block request or softirq: what they count, the kernel
-# already counts per device at no cost per event (/proc/PID/net/dev, /proc/diskstats:
-# record/drain/netdev.py, diskstats.py), and the sampled stacks split softirq work by category. On
-# the loads of benchmarks/HOT_LOADS.md they cost 0.86 of the 1.60 BPF-seconds of an iperf3 flood
-# and 2.6 s in 15 s of fio at ~195k IOPS. So they load only when named (``--probes``, or ``all``):
-# for exact per-event data, the block latency histogram and the softirq time per vector.
-PER_EVENT = ("net_dev", "block_io", "softirq")
+# Probes with a program on every packet, block request, softirq or socket call: what they count,
+# the kernel already counts per device or socket at no cost per event (/proc/PID/net/dev,
+# /proc/diskstats, sock_diag's tcp_info: record/drain/netdev.py, diskstats.py, sockdiag.py), and
+# the sampled stacks split softirq work by category. On the loads of benchmarks/HOT_LOADS.md they
+# cost 0.86 of the 1.60 BPF-seconds of an iperf3 flood and 2.6 s in 15 s of fio at ~195k IOPS
+# (sock_io alone: 0.57 % of a core on iperf3, and 512 ns a socket call pair from the caller's side).
+# So they load only when named (``--probes``, or ``all``): for exact per-event data, the block
+# latency histogram, the softirq time per vector, socket calls and UDP bytes.
+PER_EVENT = ("net_dev", "block_io", "softirq", "sock_io")
 DEFAULT_PROBES = tuple(n for n in PROBE_NAMES if n not in PER_EVENT)
-# record --light: the categories, bytes and IOs (counted from /proc) at a fifth of the default frequency, drained a fifth
-# as often (the recorder's work is mostly per drain), without the per-thread waits (sched_wait: a
-# program on every wake-up and interrupt edge, and a row per thread per interval) or uprobes; for long and
-# always-on recordings.
-LIGHT_PROBES = ("proc_tree", "cpu_sample", "sock_io")
+# record --light: the categories, bytes and IOs (counted from /proc and sock_diag) at a fifth of the
+# default frequency, drained a fifth as often (the recorder's work is mostly per drain), without the
+# per-thread waits (sched_wait: a program on every wake-up and interrupt edge, and a row per thread
+# per interval) or uprobes; for long and always-on recordings.
+LIGHT_PROBES = ("proc_tree", "cpu_sample")
 LIGHT_FREQ_HZ = 19
 LIGHT_INTERVAL_S = 5.0
 

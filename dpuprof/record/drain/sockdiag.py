@@ -1,0 +1,224 @@
+"""TCP payload bytes per process from the kernel's per-socket counters: no program per socket call.
+
+The offload model reads the job's socket bytes (its share of the host's traffic, the all-reduce's
+bytes per step: dpuprof/project/features.py). The kernel counts them per TCP socket, as
+``tcpi_bytes_acked`` and ``tcpi_bytes_received`` of ``struct tcp_info`` (RFC 4898), and sock_diag
+(inet_diag, what ``ss -ti`` reads) dumps every socket's in one netlink request per address family
+and network namespace (netns.py). The probe sock_io paid a program on every send and receive call
+instead: 512 ns a UDP send + receive pair from the caller's side (benchmarks/sock_call_cost.py),
+0.57 % of a core in bpf_stats alone on an iperf3 flood (benchmarks/HOT_LOADS.md). It stays, opt-in
+(``--probes``), for what counters cannot give:
+
+- calls: sock_diag counts bytes, not send/receive calls, so rows from here carry ``calls`` 0 and
+  meta ``io_sources`` names this counter (the projection then counts one RDMA work request per
+  packet: an upper bound, and it says so);
+- UDP: a UDP socket has no byte counters;
+- a connection opened and closed between two reads, and the bytes of a connection's last
+  interval before it closes (the devices' counters, net_io, still count their packets and bytes).
+
+``tcpi_bytes_acked`` also counts the connecting side's SYN, and a FIN, as one byte each.
+
+A socket belongs to the process that holds its inode (a ``/proc/PID/fd`` link "socket:[N]", as
+``ss -p`` finds it). Only the workload's processes are searched, and only for sockets that moved
+bytes and are not known yet; every other socket's bytes are filed under pid 0 (the host's others).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import socket
+import struct
+
+from dpuprof.record.drain.netns import Namespaces
+
+NETLINK_SOCK_DIAG = 4
+SOCK_DIAG_BY_FAMILY = 20
+NLM_F_REQUEST, NLM_F_DUMP = 0x1, 0x300
+NLMSG_ERROR, NLMSG_DONE = 2, 3
+INET_DIAG_INFO = 2  # the attribute holding struct tcp_info
+# TCP states whose socket is a full tcp_sock with counters (SYN_RECV and TIME_WAIT are mini
+# sockets, LISTEN moves no payload): ESTABLISHED, SYN_SENT, FIN_WAIT1/2, CLOSE, CLOSE_WAIT,
+# LAST_ACK, CLOSING.
+STATES = sum(1 << s for s in (1, 2, 4, 5, 7, 8, 9, 11))
+_NLMSG = struct.Struct("=IHHII")  # nlmsghdr: len, type, flags, seq, pid
+_REQ = struct.Struct("=BBBxI48x")  # inet_diag_req_v2: family, protocol, ext, states, sockid (any)
+_COOKIE_OFF, _INODE_OFF, _MSG_LEN = 44, 68, 72  # in struct inet_diag_msg (uapi/linux/inet_diag.h)
+_ACKED_OFF = 120  # tcpi_bytes_acked, then tcpi_bytes_received (uapi/linux/tcp.h, Linux >= 4.1)
+CLONE_NEWNET = 0x40000000
+
+
+def request(family: int) -> bytes:
+    """A sock_diag dump request for ``family``'s TCP sockets in STATES, with their tcp_info."""
+    body = _REQ.pack(family, socket.IPPROTO_TCP, 1 << (INET_DIAG_INFO - 1), STATES)
+    return _NLMSG.pack(_NLMSG.size + len(body), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, 0, 0) + body
+
+
+def parse(buf, n: int, out: dict) -> bool:
+    """Add {cookie: (inode, bytes_acked, bytes_received)} of the sockets in ``buf[:n]`` (netlink
+    messages) to ``out``; True once the dump's end is in it. OSError for an error message."""
+    off = 0
+    while off + _NLMSG.size <= n:
+        length, kind = _NLMSG.unpack_from(buf, off)[:2]
+        if length < _NLMSG.size:
+            break
+        if kind == NLMSG_DONE:
+            return True
+        if kind == NLMSG_ERROR:
+            errno = -struct.unpack_from("=i", buf, off + _NLMSG.size)[0]
+            raise OSError(errno, f"sock_diag: {os.strerror(errno)}")
+        if kind == SOCK_DIAG_BY_FAMILY and length >= _NLMSG.size + _MSG_LEN:
+            msg = off + _NLMSG.size
+            (cookie,) = struct.unpack_from("=Q", buf, msg + _COOKIE_OFF)
+            (inode,) = struct.unpack_from("=I", buf, msg + _INODE_OFF)
+            attr, end = msg + _MSG_LEN, off + length
+            while attr + 4 <= end:
+                alen, atype = struct.unpack_from("=HH", buf, attr)
+                if alen < 4:
+                    break
+                if atype == INET_DIAG_INFO and alen >= 4 + _ACKED_OFF + 16:
+                    out[cookie] = (inode, *struct.unpack_from("=QQ", buf, attr + 4 + _ACKED_OFF))
+                attr += (alen + 3) & ~3
+        off += (length + 3) & ~3
+    return False
+
+
+def dump(sock: socket.socket, buf: bytearray) -> dict[int, tuple[int, int, int]]:
+    """{cookie: (inode, bytes_acked, bytes_received)} of every IPv4 and IPv6 TCP socket that
+    ``sock`` (a NETLINK_SOCK_DIAG socket) sees: those of its network namespace."""
+    out: dict[int, tuple[int, int, int]] = {}
+    for family in (socket.AF_INET, socket.AF_INET6):
+        sock.send(request(family))
+        while not parse(buf, sock.recv_into(buf), out):
+            pass
+    return out
+
+
+def diag_socket() -> socket.socket:
+    return socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG)
+
+
+def diag_socket_in(pid: int) -> socket.socket | None:
+    """A sock_diag socket in ``pid``'s network namespace (a netlink socket answers for the namespace
+    it was made in): this thread enters it, makes the socket and returns. None when the kernel
+    refuses (entering a namespace needs CAP_SYS_ADMIN) or ``pid`` is gone."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    try:
+        own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        target = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
+    except OSError:
+        os.close(own)
+        return None
+    try:
+        if libc.setns(target, CLONE_NEWNET) != 0:
+            return None
+        try:
+            return diag_socket()
+        finally:
+            if libc.setns(own, CLONE_NEWNET) != 0:  # never seen; going on in the job's namespace is worse
+                raise OSError(ctypes.get_errno(), "cannot return to the recorder's network namespace")
+    finally:
+        os.close(target)
+        os.close(own)
+
+
+def socket_inodes(pid: int) -> dict[int, int]:
+    """{socket inode: pid} of ``pid``'s open file descriptors ({} when gone or unreadable)."""
+    out = {}
+    fd_dir = f"/proc/{pid}/fd"
+    try:
+        fds = os.listdir(fd_dir)
+    except OSError:
+        return out
+    for fd in fds:
+        try:
+            link = os.readlink(f"{fd_dir}/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            out[int(link[8:-1])] = pid
+    return out
+
+
+class SockCounters:
+    """``sample(pids)``: ``sock_io`` rows (pid, "tcp", direction, bytes, 0) since the previous
+    call, over the namespaces of ``pids`` (the workload's live processes) and this process's.
+    ``pid`` is the socket's holder among ``pids``, or 0. A socket, or a namespace, first seen
+    after the first call counts from its counters then (a new socket from zero: all it moved)."""
+
+    def __init__(self):
+        self.netns = Namespaces()
+        self.socks: dict[str, socket.socket | None] = {}  # netns -> its sock_diag socket
+        self.prev: dict[tuple[str, int], tuple[int, int, int]] = {}  # (netns, cookie) -> dump row
+        self.owner: dict[int, int] = {}  # socket inode -> holder (0: none of the workload's)
+        self.searched: set[int] = set()  # pids whose descriptors were searched
+        self.buf = bytearray(1 << 16)
+        self.primed = False
+
+    def sample(self, pids, quiet=frozenset()) -> list[tuple]:
+        """The rows since the previous call. Namespaces in ``quiet`` (whose devices moved no bytes
+        since then, so no socket in them moved payload) are not dumped: a dump walks the kernel's
+        whole established-socket hash table, whatever it holds (header)."""
+        pids = set(pids)
+        reps = self.netns.reps(pids)
+        for ns in [n for n in self.socks if n not in reps]:  # no workload process left in it
+            sock = self.socks.pop(ns)
+            if sock is not None:
+                sock.close()
+        cur = {k: v for k, v in self.prev.items() if k[0] in quiet and k[0] in reps}
+        new_ns = set()
+        for ns, pid in reps.items():
+            if ns not in self.socks:
+                self.socks[ns] = diag_socket_in(pid) if pid != os.getpid() else diag_socket()
+                new_ns.add(ns)
+            elif ns in quiet:
+                continue
+            if self.socks[ns] is not None:
+                cur.update(((ns, c), row) for c, row in dump(self.socks[ns], self.buf).items())
+        moved = {}
+        for key, (inode, acked, received) in cur.items():
+            before = self.prev.get(key)
+            if before is None and (key[0] in new_ns or not self.primed):
+                continue
+            a0, r0 = (before[1], before[2]) if before else (0, 0)
+            if inode and (acked > a0 or received > r0):
+                moved[inode] = (acked - a0, received - r0)
+        self.prev = cur
+        self.primed = True
+        return self._rows(moved, pids)
+
+    def _rows(self, moved: dict[int, tuple[int, int]], pids: set[int]) -> list[tuple]:
+        self._find_owners(moved.keys(), pids)
+        sums: dict[tuple[int, str], int] = {}
+        for inode, (sent, received) in moved.items():
+            pid = self.owner.get(inode, 0)
+            for direction, nbytes in (("send", sent), ("recv", received)):
+                if nbytes > 0:
+                    sums[(pid, direction)] = sums.get((pid, direction), 0) + nbytes
+        return [(pid, "tcp", d, n, 0) for (pid, d), n in sorted(sums.items())]
+
+    def _find_owners(self, inodes, pids: set[int]) -> None:
+        """Search the descriptors of ``pids`` for the sockets among ``inodes`` not yet known, and
+        those filed under 0 in the pids not searched before (a process new to the workload)."""
+        unknown = {i for i in inodes if i not in self.owner}
+        new_pids = pids - self.searched
+        retry = {i for i in inodes if self.owner.get(i) == 0} if new_pids else set()
+        for wanted, where in ((unknown, pids), (retry, new_pids)):
+            for pid in where:
+                if not wanted:
+                    break
+                for inode in wanted & socket_inodes(pid).keys():
+                    self.owner[inode] = pid
+                    wanted.discard(inode)
+            for inode in wanted:
+                self.owner[inode] = 0
+        self.searched = (pids if unknown else (self.searched & pids) | (new_pids if retry else set()))
+        live = {row[0] for row in self.prev.values()}
+        for inode in [i for i in self.owner if i not in live]:
+            del self.owner[inode]
+
+
+__all__ = ["SockCounters", "diag_socket", "diag_socket_in", "dump", "parse", "request", "socket_inodes"]

@@ -1,0 +1,136 @@
+"""TCP bytes per process from the sockets' own counters (record/drain/sockdiag.py), read from this
+machine's kernel through sock_diag: no root is needed for the sockets of one's own namespace.
+
+The root test records a workload that moves a known number of bytes over a TCP connection it
+holds open, with the default probes (no sock_io program), and finds them under its pid."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import subprocess
+import sys
+
+import pytest
+
+from conftest import PYTHON, dpuprof, wait_for_intervals
+from dpuprof.record.drain import sockdiag
+from dpuprof.record.drain.sockdiag import SockCounters, diag_socket, dump, parse, socket_inodes
+from dpuprof.recording import load
+
+
+SYN = 1  # tcpi_bytes_acked counts the connecting side's SYN as one byte
+
+
+def _tcp_pair():
+    srv = socket.create_server(("127.0.0.1", 0))
+    a = socket.create_connection(srv.getsockname())
+    b, _ = srv.accept()
+    srv.close()
+    return a, b
+
+
+def _move(a, b, n: int) -> None:
+    a.sendall(b"x" * n)
+    got = 0
+    while got < n:
+        got += len(b.recv(65536))
+
+
+def test_a_dump_gives_each_sockets_inode_and_exact_payload_bytes():
+    a, b = _tcp_pair()
+    _move(a, b, 123_457)
+    _move(b, a, 1_000)
+    rows = {inode: (acked, received) for inode, acked, received in dump(diag_socket(), bytearray(1 << 16)).values()}
+    assert rows[os.fstat(a.fileno()).st_ino] == (123_457 + SYN, 1_000)  # the connecting side's SYN
+    assert rows[os.fstat(b.fileno()).st_ino] == (1_000, 123_457)
+    inodes = socket_inodes(os.getpid())
+    assert inodes[os.fstat(a.fileno()).st_ino] == os.getpid()
+
+
+def test_counters_are_deltas_filed_under_the_holder_or_0():
+    a, b = _tcp_pair()
+    mine = SockCounters()
+    theirs = SockCounters()  # this process is not its workload
+    mine.sample([os.getpid()])
+    theirs.sample([1])
+    _move(a, b, 50_000)
+    # (the SYN was before the baseline)
+    assert mine.sample([os.getpid()]) == [(os.getpid(), "tcp", "recv", 50_000, 0),
+                                          (os.getpid(), "tcp", "send", 50_000, 0)]
+    assert theirs.sample([1]) == [(0, "tcp", "recv", 50_000, 0), (0, "tcp", "send", 50_000, 0)]
+    assert mine.sample([os.getpid()]) == []  # nothing moved since
+
+
+def test_a_socket_opened_after_the_baseline_counts_from_zero():
+    mine = SockCounters()
+    mine.sample([os.getpid()])
+    a, b = _tcp_pair()
+    _move(a, b, 7_000)
+    assert (os.getpid(), "tcp", "send", 7_000 + SYN, 0) in mine.sample([os.getpid()])
+
+
+def test_a_quiet_namespace_is_not_dumped_and_loses_nothing(monkeypatch):
+    counters = SockCounters()
+    counters.sample([os.getpid()])
+    ns = next(iter(counters.socks))
+    a, b = _tcp_pair()
+    calls = []
+    real = sockdiag.dump
+    monkeypatch.setattr(sockdiag, "dump", lambda *args: calls.append(1) or real(*args))
+    assert counters.sample([os.getpid()], quiet={ns}) == [] and calls == []
+    _move(a, b, 9_000)
+    got = counters.sample([os.getpid()])  # the new socket's bytes, all of them
+    assert calls and (os.getpid(), "tcp", "send", 9_000 + SYN, 0) in got
+
+
+def test_an_error_reply_is_one_oserror():
+    err = struct.pack("=IHHII", 36, sockdiag.NLMSG_ERROR, 0, 0, 0) + struct.pack("=i", -22) + bytes(16)
+    with pytest.raises(OSError, match="Invalid argument"):
+        parse(bytearray(err), len(err), {})
+
+
+WORKLOAD = r"""
+import socket, sys
+srv = socket.create_server(("127.0.0.1", 0))
+a = socket.create_connection(srv.getsockname())
+b, _ = srv.accept()
+a.sendall(b"x" * 3_000_000)
+got = 0
+while got < 3_000_000:
+    got += len(b.recv(1 << 20))
+print("moved", flush=True)
+sys.stdin.read()  # the connection stays open until the test has seen a drain
+"""
+
+
+@pytest.mark.root
+def test_the_default_recorder_counts_a_workloads_tcp_bytes_without_sock_io(tmp_path):
+    out = tmp_path / "tcp.rec"
+    proc = subprocess.Popen([PYTHON, "-m", "dpuprof", "record", "-q", "-o", str(out), "--no-python-frames",
+                             "--", PYTHON, "-c", WORKLOAD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True, cwd=tmp_path)
+    try:
+        assert proc.stdout.readline().strip() == "moved"
+        seen = wait_for_intervals(out, 1, proc)
+        assert wait_for_intervals(out, seen + 2, proc) >= seen + 2  # a whole interval after the move
+    finally:
+        proc.stdin.close()
+        assert proc.wait(timeout=120) == 0
+    rec = load(out)
+    assert "sock_io" not in rec.meta["probes_used"]
+    assert rec.info.io_sources["sock_io"].startswith("sock_diag")
+    procs = rec.table("processes")
+    child = set(procs.loc[procs["in_workload"] == 1, "pid"])
+    sock = rec.table("sock_io")
+    sock = sock[sock["pid"].isin(child) & (sock["protocol"] == "tcp")]
+    by_dir = sock.groupby("direction")["bytes"].sum().to_dict()
+    assert by_dir == {"send": 3_000_000 + SYN, "recv": 3_000_000}, sock
+    assert (sock["calls"] == 0).all()
+    res = dpuprof("report", str(out), "--format", "json", "-q", "-o", str(tmp_path / "r.json"), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
