@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What the sock_io probe costs a socket call in all, measured from the caller's side.
+"""What the socket probes cost a socket call or a connection in all, measured from the caller's side.
 
 The kernel's BPF statistics (``kernel.bpf_stats_enabled``, what benchmarks/hot_loads.py reads) time
 the program only. A classic tracepoint also builds its trace record before the program runs, and
@@ -9,13 +9,17 @@ pair, ``time.thread_time``, the median of 7 repetitions of 100,000 pairs) under 
 in random order each round:
 
     bare       no recorder
-    nosock     dpuprof record --probes proc_tree,cpu_sample
-    sock       dpuprof record --probes proc_tree,cpu_sample,sock_io
+    without    dpuprof record --probes proc_tree,cpu_sample
+    with       dpuprof record --probes proc_tree,cpu_sample,sock_io
 
-sock - nosock is what sock_io's two programs (one on send, one on receive) cost a call pair; the
-per-round differences are printed with their median and range. Run as root on a quiet machine:
+with - without is what sock_io's two programs (one on send, one on receive) cost a call pair; the
+per-round differences are printed with their median and range. With ``--connections`` the loop
+is a TCP connection's life instead (connect, accept, 1 KiB each way, close both ends: 20,000 a
+repetition, in the same thread, so the loopback's softirq work is in its CPU time too) and the
+probe is sock_close (one program per TCP state change). Run as root on a quiet machine:
 
     sudo python3 benchmarks/sock_call_cost.py --rounds 5
+    sudo python3 benchmarks/sock_call_cost.py --rounds 5 --connections
 """
 
 from __future__ import annotations
@@ -32,8 +36,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PAIRS, REPS = 100_000, 7
-CONDITIONS = {"bare": None, "nosock": "proc_tree,cpu_sample", "sock": "proc_tree,cpu_sample,sock_io"}
+PAIRS, CONNECTIONS, REPS = 100_000, 20_000, 7
+BASE = "proc_tree,cpu_sample"
+
+
+def conditions(probe: str) -> dict[str, str | None]:
+    return {"bare": None, "without": BASE, "with": f"{BASE},{probe}"}
 
 
 def loop() -> float:
@@ -56,10 +64,30 @@ def loop() -> float:
     return statistics.median(reps)
 
 
-def run(condition: str, out: str) -> float:
-    """The loop's ns per pair under ``condition`` (a fresh process each time)."""
-    child = [sys.executable, __file__, "--loop"]
-    probes = CONDITIONS[condition]
+def connect_loop() -> float:
+    """ns of this thread's CPU per TCP connection's life (the median of REPS repetitions)."""
+    os.sched_setaffinity(0, {0})
+    srv = socket.create_server(("127.0.0.1", 0), backlog=64)
+    addr, msg, buf = srv.getsockname(), b"x" * 1024, bytearray(2048)
+    reps = []
+    for _ in range(REPS):
+        t0 = time.thread_time()
+        for _ in range(CONNECTIONS):
+            c = socket.create_connection(addr)
+            s, _ = srv.accept()
+            c.sendall(msg)
+            s.recv_into(buf)
+            s.sendall(msg)
+            c.recv_into(buf)
+            c.close()
+            s.close()
+        reps.append((time.thread_time() - t0) / CONNECTIONS * 1e9)
+    return statistics.median(reps)
+
+
+def run(probes: str | None, out: str, connections: bool) -> float:
+    """The loop's ns per pair or connection under ``probes`` (a fresh process each time)."""
+    child = [sys.executable, __file__, "--loop"] + (["--connections"] if connections else [])
     cmd = child if probes is None else \
         [sys.executable, "-m", "dpuprof", "record", "-q", "--probes", probes, "-o", out, "--", *child]
     res = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=ROOT)
@@ -71,27 +99,31 @@ def main() -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("--rounds", type=int, default=5, help="rounds, each condition once (default 5)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--connections", action="store_true",
+                    help="time TCP connections under sock_close instead of calls under sock_io")
     ap.add_argument("--loop", action="store_true", help=argparse.SUPPRESS)  # the timed child
     args = ap.parse_args()
     if args.loop:
-        print(f"{loop():.1f}")
+        print(f"{(connect_loop() if args.connections else loop()):.1f}")
         return 0
     if os.geteuid() != 0:
         print("sock_call_cost: run as root (dpuprof record loads BPF programs)", file=sys.stderr)
         return 2
+    probe, unit = ("sock_close", "connection") if args.connections else ("sock_io", "send + receive pair")
+    conds = conditions(probe)
     rng = random.Random(args.seed)
-    got: dict[str, list[float]] = {c: [] for c in CONDITIONS}
+    got: dict[str, list[float]] = {c: [] for c in conds}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
-            order = list(CONDITIONS)
+            order = list(conds)
             rng.shuffle(order)
             for cond in order:
-                got[cond].append(run(cond, os.path.join(tmp, "x.rec")))
-            print(f"round {r + 1}: " + "  ".join(f"{c} {got[c][-1]:.0f}" for c in CONDITIONS), flush=True)
+                got[cond].append(run(conds[cond], os.path.join(tmp, "x.rec"), args.connections))
+            print(f"round {r + 1}: " + "  ".join(f"{c} {got[c][-1]:.0f}" for c in conds), flush=True)
     for cond, values in got.items():
-        print(f"{cond:7} median {statistics.median(values):.0f} ns per send + receive pair")
-    diffs = [s - n for s, n in zip(got["sock"], got["nosock"])]
-    print(f"sock_io's cost per pair (sock - nosock, per round): median {statistics.median(diffs):.0f} ns, "
+        print(f"{cond:7} median {statistics.median(values):.0f} ns per {unit}")
+    diffs = [w - n for w, n in zip(got["with"], got["without"])]
+    print(f"{probe}'s cost per {unit} (with - without, per round): median {statistics.median(diffs):.0f} ns, "
           f"range {min(diffs):.0f} to {max(diffs):.0f}")
     return 0
 

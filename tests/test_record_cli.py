@@ -124,7 +124,7 @@ def test_psutil_attach_counts_cpu_from_the_attach_not_from_the_start(tmp_path):
 
 
 @pytest.mark.parametrize("args,want", [
-    (["--light"], (19, 5.0, ["proc_tree", "cpu_sample"])),
+    (["--light"], (19, 5.0, ["proc_tree", "cpu_sample", "sock_close"])),
     (["--light", "-F", "49", "--interval", "2", "--probes", "cpu_sample"], (49, 2.0, ["cpu_sample"])),
     ([], (99, 1.0, [])),  # the default probes
     (["--probes", "all"], (99, 1.0, ["all"])),  # every probe, the per-event ones too

@@ -34,6 +34,7 @@ from dpuprof.record.drain.maps import (
     LostDrainer,
     NetDrainer,
     SampleDrainer,
+    SockCloseDrainer,
     SockDrainer,
     SoftirqDrainer,
     TreeDrainer,
@@ -73,7 +74,8 @@ class Drained:
     ``markers`` marker rows, ``comms`` {pid: comm} of sampled processes,
     ``ran`` pids that were sampled, ``samples`` sampled (busy ``busy`` by top-level
     category), ``lost`` whole samples lost (map overflows), ``warnings`` lines for the user (a
-    probe that stopped early)."""
+    probe that stopped early), ``closed_sockets`` (cookie, tgid, bytes_acked, bytes_received) of
+    the TCP sockets closed since the last drain, for the socket counters (drain/sockdiag.py)."""
     tables: dict = field(default_factory=dict)
     stacks: list = field(default_factory=list)
     dropped_stacks: list = field(default_factory=list)
@@ -84,6 +86,7 @@ class Drained:
     busy: Counter = field(default_factory=Counter)
     lost: int = 0
     warnings: list = field(default_factory=list)
+    closed_sockets: list = field(default_factory=list)
 
 
 class Source(Protocol):
@@ -181,7 +184,7 @@ class BpfSource:
         self.unavailable: dict[str, str] = {}
         self.hooks: dict[str, str] = {}  # probe -> "raw_tracepoint" | "tracepoint" (probes.hooks)
         self.uprobes = None  # dpuprof.record.drain.uprobes.UprobeSession
-        self.softirq = self.block = self.net = self.sock = None
+        self.softirq = self.block = self.net = self.sock = self.sock_close = None
         self.cost = None  # dpuprof.record.drain.cost.ProbeCost
         self._detached: list = []  # what pause() detached, for resume() (record/load/attach.py)
         self._detaching = lambda: None  # waits for pause()'s closes
@@ -252,6 +255,7 @@ class BpfSource:
         self.block = BlockDrainer(bpf) if "block_io" in used else None
         self.net = NetDrainer(bpf) if "net_dev" in used else None
         self.sock = SockDrainer(bpf) if "sock_io" in used else None
+        self.sock_close = SockCloseDrainer(bpf) if "sock_close" in used else None
         self.lost = LostDrainer(bpf, used)
         self.cost = ProbeCost(bpf)  # turns BPF run-time statistics on until close()
         if "uprobes" in used:
@@ -303,7 +307,8 @@ class BpfSource:
     def prime(self) -> None:
         """Take every cumulative counter's baseline now, so interval 0 starts with the command."""
         self.samples.prime()
-        for drainer in (self.softirq, self.block, self.net, self.sock, self.lost, self.uprobes, self.cost):
+        for drainer in (self.softirq, self.block, self.net, self.sock, self.sock_close, self.lost, self.uprobes,
+                        self.cost):
             if drainer is not None:
                 drainer.drain()
         self.tree.exits()
@@ -348,6 +353,8 @@ class BpfSource:
             t["events"] = [("tcp_retransmit", retrans)] if retrans else []
         if self.sock:
             t["sock_io"] = self.sock.drain()
+        if self.sock_close:
+            out.closed_sockets = self.sock_close.drain()
         t["lost"] = self.lost.drain()
         t["probe_cost"] = self.cost.drain()
         if self.uprobes:  # collectives, codec_calls, markers, lost

@@ -32,7 +32,8 @@ class IoCounters:
         return {t: SOURCES[t] for t, c in (("net_io", self.net), ("block_io", self.disk), ("sock_io", self.sock))
                 if c is not None}
 
-    def sample(self, pids) -> dict[str, list]:
+    def sample(self, pids, closed_sockets=()) -> dict[str, list]:
+        """``closed_sockets``: the probe sock_close's rows since the last call (sockdiag.py)."""
         out = {}
         if self.net is not None:
             out["net_io"], retrans = self.net.sample(pids)
@@ -42,7 +43,8 @@ class IoCounters:
         if self.sock is not None:
             # Where the device counters are read too, a namespace whose devices moved nothing is
             # not dumped (no socket in it moved payload).
-            out["sock_io"] = self.sock.sample(pids, self.net.quiet if self.net is not None else frozenset())
+            quiet = self.net.quiet if self.net is not None else frozenset()
+            out["sock_io"] = self.sock.sample(pids, quiet, closed_sockets)
         return out
 
 

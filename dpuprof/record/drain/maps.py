@@ -327,6 +327,21 @@ def _sock_key(k) -> tuple[int, int, int, int]:
     return (k.tgid, k.family, k.protocol, k.dir)
 
 
+class SockCloseDrainer:
+    """sock_close: the TCP sockets closed since the last drain, as (cookie, closer's tgid,
+    bytes_acked, bytes_received) at their close (probes/sock_close.bpf.c), each entry deleted once
+    read. A socket sock_diag never listed has cookie 0 and its bytes summed per closer; a close
+    summed into such an entry between the read and the delete is lost (a connection's bytes)."""
+
+    def __init__(self, bpf):
+        self.final = bpf["sock_final"]
+
+    def drain(self) -> list[tuple[int, int, int, int]]:
+        entries = snapshot(self.final)
+        delete_keys(self.final, [k for k, _ in entries])
+        return [(k.cookie, k.tgid, v.acked, v.received) for k, v in entries]
+
+
 class LostDrainer:
     """Counts of data lost, as (kind, count) deltas: never silent. Kinds: map overflows
     (``samples_map_full``, ...), failed stack walks, and ``missed_<program>``: events the kernel
@@ -341,6 +356,7 @@ class LostDrainer:
                ("blk_lost", ("block_start_map_full",)),
                ("net_lost", ("net_map_full",)),
                ("sock_lost", ("sock_map_full",)),
+               ("sock_close_lost", ("sock_close_map_full",)),
                ("sw_lost", ("thread_map_full", "wait_map_full", "wake_unseen")))
 
     def __init__(self, bpf, used: list[str]):

@@ -12,15 +12,26 @@ instead: 512 ns a UDP send + receive pair from the caller's side (benchmarks/soc
 - calls: sock_diag counts bytes, not send/receive calls, so rows from here carry ``calls`` 0 and
   meta ``io_sources`` names this counter (the projection then counts one RDMA work request per
   packet: an upper bound, and it says so);
-- UDP: a UDP socket has no byte counters;
-- a connection opened and closed between two reads, and the bytes of a connection's last
-  interval before it closes (the devices' counters, net_io, still count their packets and bytes).
+- UDP: a UDP socket has no byte counters.
+
+What the counters miss:
+
+- without the probe sock_close (no BTF or raw tracepoints, or left out of ``--probes``): a
+  connection opened and closed between two reads, and the bytes of a connection's last interval
+  before it closes (the devices' counters, net_io, still count their packets and bytes);
+- with it, another process's connection that lived between two reads (only the workload's
+  processes' closes of sockets never dumped are counted: such a close cannot tell a short
+  connection from a long one in a namespace that is not read).
 
 ``tcpi_bytes_acked`` also counts the connecting side's SYN, and a FIN, as one byte each.
 
 A socket belongs to the process that holds its inode (a ``/proc/PID/fd`` link "socket:[N]", as
 ``ss -p`` finds it). Only the workload's processes are searched, and only for sockets that moved
 bytes and are not known yet; every other socket's bytes are filed under pid 0 (the host's others).
+
+The probe sock_close (probes/sock_close.bpf.c, one program per TCP state change, never per packet
+or call) keeps each socket's counters at its close and the process that closed it: the bytes
+since a socket's last dump, and all of a workload connection that lived between two dumps.
 """
 
 from __future__ import annotations
@@ -144,81 +155,104 @@ def socket_inodes(pid: int) -> dict[int, int]:
 
 
 class SockCounters:
-    """``sample(pids)``: ``sock_io`` rows (pid, "tcp", direction, bytes, 0) since the previous
-    call, over the namespaces of ``pids`` (the workload's live processes) and this process's.
-    ``pid`` is the socket's holder among ``pids``, or 0. A socket, or a namespace, first seen
-    after the first call counts from its counters then (a new socket from zero: all it moved)."""
+    """``sample(pids, quiet, closed)``: ``sock_io`` rows (pid, "tcp", direction, bytes, 0) since
+    the previous call, over the namespaces of ``pids`` (the workload's live processes) and this
+    process's. ``pid`` is the socket's holder among ``pids`` (or the process that closed it), else
+    0. A socket, or a namespace, first seen after the first call counts from its counters then (a
+    new socket from zero: all it moved). ``closed``: (cookie, closer tgid, bytes_acked,
+    bytes_received) of the sockets closed since the previous call (probes/sock_close.bpf.c), whose
+    bytes since their last dump no dump can give."""
 
     def __init__(self):
         self.netns = Namespaces()
         self.socks: dict[str, socket.socket | None] = {}  # netns -> its sock_diag socket
-        self.prev: dict[tuple[str, int], tuple[int, int, int]] = {}  # (netns, cookie) -> dump row
-        self.owner: dict[int, int] = {}  # socket inode -> holder (0: none of the workload's)
+        self.prev: dict[int, tuple[str, int, int, int]] = {}  # cookie -> (netns, inode, acked, received)
+        self.gone: dict[int, tuple[str, int, int, int]] = {}  # the same, of sockets the last dump lost
+        self.owner: dict[int, int] = {}  # cookie -> holder (0: none of the workload's)
         self.searched: set[int] = set()  # pids whose descriptors were searched
         self.buf = bytearray(1 << 16)
         self.primed = False
+        self.new_ns: set[str] = set()
 
-    def sample(self, pids, quiet=frozenset()) -> list[tuple]:
+    def sample(self, pids, quiet=frozenset(), closed=()) -> list[tuple]:
         """The rows since the previous call. Namespaces in ``quiet`` (whose devices moved no bytes
         since then, so no socket in them moved payload) are not dumped: a dump walks the kernel's
         whole established-socket hash table, whatever it holds (header)."""
         pids = set(pids)
+        moved: list[tuple[int, int, int, int, int]] = []  # (cookie, inode, sent, received, closer)
+        for cookie, closer, acked, received in closed:
+            last = (self.prev.pop(cookie, None) or self.gone.pop(cookie, None)) if cookie else None
+            if last is None and self.primed and closer in pids:
+                # Never dumped: a connection of the workload's that lived between two reads, all
+                # it moved. (Another's may have lived long, in a namespace not read: left out.)
+                moved.append((0, 0, acked, received, closer))
+            elif last is not None:
+                moved.append((cookie, last[1], acked - last[2], received - last[3], closer))
+                self.prev[cookie] = (last[0], last[1], acked, received)  # if still listed: moved nothing more
+        cur = self._dump(pids, quiet)
+        for cookie, row in cur.items():
+            before = self.prev.get(cookie)
+            if before is None and (row[0] in self.new_ns or not self.primed):
+                continue
+            a0, r0 = (before[2], before[3]) if before else (0, 0)
+            if row[2] > a0 or row[3] > r0:
+                moved.append((cookie, row[1], row[2] - a0, row[3] - r0, 0))
+        self.gone = {c: row for c, row in self.prev.items() if c not in cur}
+        self.prev = cur
+        self.primed = True
+        return self._rows(moved, pids)
+
+    def _dump(self, pids: set[int], quiet) -> dict[int, tuple[str, int, int, int]]:
+        """{cookie: (netns, inode, acked, received)} of the sockets now; a quiet namespace's as
+        they were. ``new_ns``: the namespaces read for the first time (their sockets: baselines)."""
         reps = self.netns.reps(pids)
         for ns in [n for n in self.socks if n not in reps]:  # no workload process left in it
             sock = self.socks.pop(ns)
             if sock is not None:
                 sock.close()
-        cur = {k: v for k, v in self.prev.items() if k[0] in quiet and k[0] in reps}
-        new_ns = set()
+        cur = {c: row for c, row in self.prev.items() if row[0] in quiet and row[0] in reps}
+        self.new_ns = set()
         for ns, pid in reps.items():
             if ns not in self.socks:
                 self.socks[ns] = diag_socket_in(pid) if pid != os.getpid() else diag_socket()
-                new_ns.add(ns)
+                self.new_ns.add(ns)
             elif ns in quiet:
                 continue
             if self.socks[ns] is not None:
-                cur.update(((ns, c), row) for c, row in dump(self.socks[ns], self.buf).items())
-        moved = {}
-        for key, (inode, acked, received) in cur.items():
-            before = self.prev.get(key)
-            if before is None and (key[0] in new_ns or not self.primed):
-                continue
-            a0, r0 = (before[1], before[2]) if before else (0, 0)
-            if inode and (acked > a0 or received > r0):
-                moved[inode] = (acked - a0, received - r0)
-        self.prev = cur
-        self.primed = True
-        return self._rows(moved, pids)
+                cur.update((c, (ns, *row)) for c, row in dump(self.socks[ns], self.buf).items())
+        return cur
 
-    def _rows(self, moved: dict[int, tuple[int, int]], pids: set[int]) -> list[tuple]:
-        self._find_owners(moved.keys(), pids)
+    def _rows(self, moved, pids: set[int]) -> list[tuple]:
+        self._find_owners([(c, i) for c, i, *_ in moved if c and i], pids)
         sums: dict[tuple[int, str], int] = {}
-        for inode, (sent, received) in moved.items():
-            pid = self.owner.get(inode, 0)
+        for cookie, _inode, sent, received, closer in moved:
+            pid = self.owner.get(cookie, 0) if cookie else 0
+            if not pid and closer in pids:
+                pid = closer
             for direction, nbytes in (("send", sent), ("recv", received)):
                 if nbytes > 0:
                     sums[(pid, direction)] = sums.get((pid, direction), 0) + nbytes
+        live = self.prev.keys() | self.gone.keys()
+        for cookie in [c for c in self.owner if c not in live]:
+            del self.owner[cookie]
         return [(pid, "tcp", d, n, 0) for (pid, d), n in sorted(sums.items())]
 
-    def _find_owners(self, inodes, pids: set[int]) -> None:
-        """Search the descriptors of ``pids`` for the sockets among ``inodes`` not yet known, and
-        those filed under 0 in the pids not searched before (a process new to the workload)."""
-        unknown = {i for i in inodes if i not in self.owner}
+    def _find_owners(self, sockets: list[tuple[int, int]], pids: set[int]) -> None:
+        """Search the descriptors of ``pids`` for the (cookie, inode) ``sockets`` whose holder is
+        not known yet, and of the pids not searched before (new to the workload) for those filed
+        under 0 so far."""
         new_pids = pids - self.searched
-        retry = {i for i in inodes if self.owner.get(i) == 0} if new_pids else set()
+        unknown = {i: c for c, i in sockets if c not in self.owner}
+        retry = {i: c for c, i in sockets if self.owner.get(c) == 0} if new_pids else {}
         for wanted, where in ((unknown, pids), (retry, new_pids)):
             for pid in where:
                 if not wanted:
                     break
-                for inode in wanted & socket_inodes(pid).keys():
-                    self.owner[inode] = pid
-                    wanted.discard(inode)
-            for inode in wanted:
-                self.owner[inode] = 0
-        self.searched = (pids if unknown else (self.searched & pids) | (new_pids if retry else set()))
-        live = {row[0] for row in self.prev.values()}
-        for inode in [i for i in self.owner if i not in live]:
-            del self.owner[inode]
+                for inode in wanted.keys() & socket_inodes(pid).keys():
+                    self.owner[wanted.pop(inode)] = pid
+            for cookie in wanted.values():
+                self.owner[cookie] = 0
+        self.searched = pids if unknown else (self.searched & pids) | (new_pids if retry else set())
 
 
 __all__ = ["SockCounters", "diag_socket", "diag_socket_in", "dump", "parse", "request", "socket_inodes"]

@@ -97,6 +97,13 @@ PROBES = (
                                             ("NET_SKB_DEV_OFF", "sk_buff", "dev"),
                                             ("NET_DEV_NAME_OFF", "net_device", "name")))),
     Probe("sock_io", "sock_io.bpf.c", ("sock:sock_send_length", "sock:sock_recv_length")),
+    # Each TCP socket's bytes at its close, for the counters read per interval
+    # (record/drain/sockdiag.py); offsets from BTF, so only a raw version.
+    Probe("sock_close", "sock_close.bpf.c", ("sock:inet_sock_set_state",),
+          raw=RawVariant("SOCK_CLOSE_RAW", (("SC_PROTOCOL_OFF", "sock", "sk_protocol", 2),
+                                            ("SC_COOKIE_OFF", "sock", "__sk_common.skc_cookie", 8),
+                                            ("SC_ACKED_OFF", "tcp_sock", "bytes_acked", 8),
+                                            ("SC_RECEIVED_OFF", "tcp_sock", "bytes_received", 8)))),
     # record/drain/uprobes.py; a call's on-CPU time from the thread's task (two offsets from BTF;
     # without them cpu_ns is 0)
     Probe("uprobes", "uprobes.bpf.c", ("task:task_newtask", "syscalls:sys_enter_getpgid"),
@@ -141,7 +148,7 @@ DEFAULT_PROBES = tuple(n for n in PROBE_NAMES if n not in PER_EVENT)
 # default frequency, drained a fifth as often (the recorder's work is mostly per drain), without the
 # per-thread waits (sched_wait: a program on every wake-up and interrupt edge, and a row per thread
 # per interval) or uprobes; for long and always-on recordings.
-LIGHT_PROBES = ("proc_tree", "cpu_sample")
+LIGHT_PROBES = ("proc_tree", "cpu_sample", "sock_close")
 LIGHT_FREQ_HZ = 19
 LIGHT_INTERVAL_S = 5.0
 
