@@ -15,8 +15,9 @@ Each recording file the agent completes is one window (it rotates every WINDOW s
   sampled every --period s);
 - agent CPU: utime + stime of the agent process (/proc/PID/stat, every thread), the samples
   interpolated to the window's start and end times;
-- BPF: the sum of the window's ``probe_cost`` rows (the kernel's run_time_ns of the agent's
-  programs, BPF_ENABLE_STATS; meta ``probe_cost`` says when it could not be measured);
+- BPF: the window's ``probe_cost`` rows (the kernel's run_time_ns of the agent's programs,
+  BPF_ENABLE_STATS, on for one interval in 10 and scaled to the window: render/observer.py; meta
+  ``probe_cost`` says when it could not be measured);
 - workload CPU: the window's ``cpu_category`` seconds outside ``idle`` and ``observer``, the
   agent's own pid left out;
 - cost % = (agent CPU + BPF) / workload CPU;
@@ -56,6 +57,7 @@ from soak_windows import judge, markdown, window_rows  # noqa: E402
 
 from dpuprof.categories import NOT_WORK  # noqa: E402
 from dpuprof.recording import load  # noqa: E402
+from dpuprof.render.observer import cost as observer_cost  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PYTHON = sys.executable  # a real interpreter, not a pyenv shim: its pid is the agent's
@@ -172,12 +174,11 @@ def file_window(path: Path) -> dict:
     cat = rec.table("cpu_category")
     work = cat[~cat["category"].isin(NOT_WORK) & (cat["pid"] != agent_pid)]
     lost = rec.table("lost")
-    cost = rec.table("probe_cost")
     own = rec.table("recorder_cpu")
     return {"file": path.name, "start": float(rec.meta["start_time"]), "end": float(rec.meta["end_time"]),
             "intervals": len(rec.table("intervals")), "complete": bool(rec.complete),
             "workload_cpu_s": float(work["cpu_s"].sum()),
-            "bpf_s": float(cost["run_ns"].sum()) / 1e9 if rec.meta.get("probe_cost") == "measured" else None,
+            "bpf_s": observer_cost(rec, 0.0)["bpf_run_s"],  # scaled: measured in one interval in N
             "recorder_cpu_s": float((own["user_s"] + own["system_s"]).sum()) if len(own) else None,
             "lost_by_kind": {k: int(n) for k, n in lost.groupby("kind")["count"].sum().items()},
             "bytes": path.stat().st_size}

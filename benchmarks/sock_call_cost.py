@@ -16,10 +16,14 @@ with - without is what sock_io's two programs (one on send, one on receive) cost
 per-round differences are printed with their median and range. With ``--connections`` the loop
 is a TCP connection's life instead (connect, accept, 1 KiB each way, close both ends: 20,000 a
 repetition, in the same thread, so the loopback's softirq work is in its CPU time too) and the
-probe is sock_close (one program per TCP state change). Run as root on a quiet machine:
+probe is sock_close (one program per TCP state change). With ``--stats`` it times what the
+kernel's BPF run-time statistics (``kernel.bpf_stats_enabled``) add to every program run: the
+UDP loop under a bpftrace counter on the same two tracepoints, with the sysctl 0 and 1 in turn
+(restored at the end); the difference per pair is two runs' worth. Run as root on a quiet machine:
 
     sudo python3 benchmarks/sock_call_cost.py --rounds 5
     sudo python3 benchmarks/sock_call_cost.py --rounds 5 --connections
+    sudo python3 benchmarks/sock_call_cost.py --rounds 5 --stats
 """
 
 from __future__ import annotations
@@ -94,6 +98,40 @@ def run(probes: str | None, out: str, connections: bool) -> float:
     return float(res.stdout.split()[-1])
 
 
+STATS_SYSCTL = "/proc/sys/kernel/bpf_stats_enabled"
+BPFTRACE = "tracepoint:sock:sock_send_length, tracepoint:sock:sock_recv_length { @[tid] = count(); }"
+
+
+def stats_cost(rounds: int) -> int:
+    """--stats: the loop with statistics off and on, in turn, under one bpftrace."""
+    with open(STATS_SYSCTL) as fh:
+        before = fh.read().strip()
+    tracer = subprocess.Popen(["bpftrace", "-e", BPFTRACE], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              text=True)
+    got: dict[str, list[float]] = {"0": [], "1": []}
+    try:
+        if not tracer.stdout.readline().startswith("Attaching"):
+            print("sock_call_cost: bpftrace did not attach", file=sys.stderr)
+            return 2
+        for r in range(rounds):
+            for value in ("0", "1"):
+                with open(STATS_SYSCTL, "w") as fh:
+                    fh.write(value)
+                child = subprocess.run([sys.executable, __file__, "--loop"], capture_output=True, text=True,
+                                       check=True, cwd=ROOT)
+                got[value].append(float(child.stdout.split()[-1]))
+            print(f"round {r + 1}: statistics off {got['0'][-1]:.0f}  on {got['1'][-1]:.0f} ns per pair", flush=True)
+    finally:
+        with open(STATS_SYSCTL, "w") as fh:
+            fh.write(before)
+        tracer.terminate()
+        tracer.wait()
+    diffs = [on - off for off, on in zip(got["0"], got["1"])]
+    print(f"the statistics' cost per program run (on - off per round, / 2 runs a pair): median "
+          f"{statistics.median(diffs) / 2:.0f} ns, range {min(diffs) / 2:.0f} to {max(diffs) / 2:.0f}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -101,6 +139,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--connections", action="store_true",
                     help="time TCP connections under sock_close instead of calls under sock_io")
+    ap.add_argument("--stats", action="store_true",
+                    help="time what the kernel's BPF statistics add to a program run (needs bpftrace)")
     ap.add_argument("--loop", action="store_true", help=argparse.SUPPRESS)  # the timed child
     args = ap.parse_args()
     if args.loop:
@@ -109,6 +149,8 @@ def main() -> int:
     if os.geteuid() != 0:
         print("sock_call_cost: run as root (dpuprof record loads BPF programs)", file=sys.stderr)
         return 2
+    if args.stats:
+        return stats_cost(args.rounds)
     probe, unit = ("sock_close", "connection") if args.connections else ("sock_io", "send + receive pair")
     conds = conditions(probe)
     rng = random.Random(args.seed)

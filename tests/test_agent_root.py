@@ -366,7 +366,8 @@ def test_prometheus_rates_a_jobs_categories_as_the_recording_does(tmp_path, slur
 
 def _prog_runs(pid: int) -> int:
     """Runs so far of every BPF program process ``pid`` holds, summed: each program's fdinfo
-    ``run_cnt``, which counts while BPF run-time statistics are on (the recorder turns them on)."""
+    ``run_cnt``, which counts while BPF run-time statistics are on (the recorder keeps them on for
+    one interval in 10 only: the caller turns them on for good, ``bpf_stats_on``)."""
     total = 0
     for fd in os.listdir(f"/proc/{pid}/fd"):
         try:
@@ -394,6 +395,19 @@ def _on_parts(rec) -> list[list[float]]:
         else:
             parts.append([t0, t1])
     return parts
+
+
+@pytest.fixture
+def bpf_stats_on():
+    """kernel.bpf_stats_enabled = 1 while the test runs (restored after): every program run counts."""
+    path = "/proc/sys/kernel/bpf_stats_enabled"
+    with open(path) as fh:
+        before = fh.read().strip()
+    with open(path, "w") as fh:
+        fh.write("1")
+    yield
+    with open(path, "w") as fh:
+        fh.write(before)
 
 
 def _run_busy_loop_under_duty(tmp_path: Path, group_dir: str):
@@ -432,7 +446,8 @@ def _run_busy_loop_under_duty(tmp_path: Path, group_dir: str):
     return rec, polls, scraped
 
 
-def test_duty_cycle_records_on_parts_only_and_detaches_the_probes_between(tmp_path, slurm_like_cgroup):
+def test_duty_cycle_records_on_parts_only_and_detaches_the_probes_between(tmp_path, slurm_like_cgroup,
+                                                                          bpf_stats_on):
     group_dir, group, job = slurm_like_cgroup
     rec, polls, scraped = _run_busy_loop_under_duty(tmp_path, group_dir)
     start = rec.meta["start_time"]

@@ -170,6 +170,32 @@ def test_report_shows_the_three_costs_as_shares_of_workload_cpu(synth):
     assert "31.25 % of the workload's CPU" in line and "5.00 %" in line
 
 
+def test_probe_cost_of_one_interval_in_n_is_scaled_to_the_recording(tmp_path):
+    path = make_recording(tmp_path, intervals=4, cpu=CPU, processes=PROCS,
+                          meta={"command": ["x"], "sample_freq_hz": 99, "category_split": True, "cpu_count": 2,
+                                "probe_cost": MEASURED, "probe_cost_every": 2},
+                          tables=lambda i: {"probe_cost": [("on_sample", 1000, 30_000_000)] if i % 2 == 0 else []})
+    c = observer.cost(load(path), 1.0)  # intervals 0 and 2 were the windows
+    assert c["bpf_run_measured_share"] == pytest.approx(0.5)
+    assert c["bpf_run_s"] == pytest.approx(2 * 0.03 * 2) and c["bpf_runs"] == 4000
+    assert "from the 50 % of the time the kernel's statistics were on" in observer.line(c)
+
+
+def test_probe_cost_counts_only_in_its_windows(monkeypatch):
+    readings = [{"a": (0, 0)}, {"a": (0, 0)}, {"a": (10, 100)}, {"a": (12, 140)}, {"a": (20, 300)}]
+    enabled, closed = [], []
+    monkeypatch.setattr("dpuprof.record.drain.cost.os.close", closed.append)
+    cost = ProbeCost(None, stats=lambda bpf: readings.pop(0), enable=lambda: (enabled.append(1) or 7, None),
+                     sysctl=lambda: False, every=2)
+    cost.drain()  # prime (construction read one: is there run_time_ns at all)
+    cost.window(0)
+    assert cost.drain() == [("a", 10, 100)] and closed == []
+    cost.window(1)
+    assert closed == [7] and cost.drain() == []  # off: moved by another's statistics, not ours
+    cost.window(2)
+    assert len(enabled) == 2 and cost.drain() == [("a", 8, 160)]
+
+
 def test_report_says_when_probe_cost_was_not_measured(tmp_path):
     path = make_recording(tmp_path, cpu=CPU, processes=PROCS,
                           meta={"command": ["x"], "sample_freq_hz": 99, "category_split": True, "cpu_count": 2,

@@ -257,7 +257,7 @@ class BpfSource:
         self.sock = SockDrainer(bpf) if "sock_io" in used else None
         self.sock_close = SockCloseDrainer(bpf) if "sock_close" in used else None
         self.lost = LostDrainer(bpf, used)
-        self.cost = ProbeCost(bpf)  # turns BPF run-time statistics on until close()
+        self.cost = ProbeCost(bpf)  # BPF run-time statistics, on for one interval in ProbeCost.every
         if "uprobes" in used:
             self.uprobes = uprobes.start(bpf, os.getpid(), codecs=self.opts.codec_uprobes)
             work.also_seed.append((bpf["wl"], 1))  # attached trees are uprobe members too
@@ -297,6 +297,7 @@ class BpfSource:
         return {"mode": "bpf", "category_split": True, "sample_freq_hz": self.opts.freq_hz,
                 "rules_sha256": self.samples.classifier.digest,
                 "probes_used": ["psutil"] + self.used, "probe_cost": self.cost.status,
+                "probe_cost_every": self.cost.every,
                 **(self.uprobes.meta() if self.uprobes else {}),
                 "python_frames": python_frames_status(command, self.opts.python_frames, user)}
 
@@ -311,6 +312,7 @@ class BpfSource:
                         self.cost):
             if drainer is not None:
                 drainer.drain()
+        self.cost.window(self.drains)  # the interval about to start
         self.tree.exits()
 
     def parents(self) -> dict[int, int] | None:
@@ -357,6 +359,7 @@ class BpfSource:
             out.closed_sockets = self.sock_close.drain()
         t["lost"] = self.lost.drain()
         t["probe_cost"] = self.cost.drain()
+        self.cost.window(self.drains + 1)
         if self.uprobes:  # collectives, codec_calls, markers, lost
             out.markers = self.uprobes.contribute(t, workload, writer)
             out.warnings = self.uprobes.take_warnings()

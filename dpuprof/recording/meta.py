@@ -76,6 +76,9 @@ class RecordingMeta:
     recorder_pid: int | None = None
     #: "measured" or "unavailable: <reason>" (schema v5), else None
     probe_cost: str | None = None
+    #: probe_cost holds intervals 0, N, 2N, ... only (the statistics cost every program run: on one
+    #: interval in N, record/drain/cost.py); 1 in older recordings
+    probe_cost_every: int = 1
     #: --time: {start_s, end_s, intervals, how} of the part kept (render/timewindow.py)
     window: WindowMeta | None = None
     #: the duty cycle of an agent's recording, None when it recorded all the time
@@ -100,7 +103,7 @@ class RecordingMeta:
             value = meta.get(key)
             return value if isinstance(value, dict) else {}
 
-        pid = meta.get("recorder_pid")
+        pid, every = meta.get("recorder_pid"), meta.get("probe_cost_every")
         return cls(
             schema_version=int(meta.get("schema_version") or 1),
             dpuprof_version=meta.get("dpuprof_version"), host=meta.get("host"), kernel=meta.get("kernel"),
@@ -118,6 +121,7 @@ class RecordingMeta:
             probes_unavailable=dict(meta.get("probes_unavailable") or {}),
             recorder_pid=pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None,
             probe_cost=meta.get("probe_cost") if isinstance(meta.get("probe_cost"), str) else None,
+            probe_cost_every=every if isinstance(every, int) and not isinstance(every, bool) and every > 0 else 1,
             window=WindowMeta.from_dict(meta.get("window")), duty=_duty(meta.get("duty")),
             job=obj("job"), gpu=obj("gpu"), clock_offset_s=_number(meta.get("clock_offset_s")) or 0.0,
             command_cpu_s=_number(meta.get("command_cpu_s")), io_sources=obj("io_sources"),

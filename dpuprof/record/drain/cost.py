@@ -1,12 +1,18 @@
 """What the recorder itself costs, per interval: its BPF programs' run time and its own CPU.
 
-``ProbeCost`` turns on the kernel's BPF run-time statistics for the recording (the ``BPF_ENABLE_STATS``
-command of bpf(2), Linux >= 5.8: the statistics stay on while the returned fd is held, so a
-recorder killed with ``kill -9`` leaves nothing switched on) and drains each loaded program's
-``run_cnt`` / ``run_time_ns`` (``struct bpf_prog_info``, dpuprof/record/drain/progstats.py) as
-``probe_cost`` rows (program, runs, run_ns) of the interval. When the command fails but the
-sysctl ``kernel.bpf_stats_enabled`` is 1 (someone else turned them on), the counts are used
-anyway; otherwise no rows are written and ``status`` says why (meta ``probe_cost``).
+``ProbeCost`` turns on the kernel's BPF run-time statistics (the ``BPF_ENABLE_STATS`` command of
+bpf(2), Linux >= 5.8: the statistics stay on while the returned fd is held, so a recorder killed
+with ``kill -9`` leaves nothing switched on) and drains each loaded program's ``run_cnt`` /
+``run_time_ns`` (``struct bpf_prog_info``, dpuprof/record/drain/progstats.py) as ``probe_cost``
+rows (program, runs, run_ns) of the interval. The statistics are not free: every run of every BPF
+program on the host then reads the clock twice, which added 113 ns a run here (median of 5
+interleaved rounds, 20-140; 96 in an earlier run: ``sudo python3 benchmarks/sock_call_cost.py
+--rounds 5 --stats``, 2026-12-06, 2-vCPU VM), as much as a short program itself costs, and in no
+statistic. So they are on for one interval in ``every`` (``window``): intervals
+0, every, 2 x every, ... hold the rows, and readers scale them by the time (meta
+``probe_cost_every``). When the command fails but the sysctl ``kernel.bpf_stats_enabled`` is 1
+(someone else turned them on, for every interval), the counts are used anyway, every interval;
+otherwise no rows are written and ``status`` says why (meta ``probe_cost``).
 
 ``RecorderCpu`` gives ``recorder_cpu`` rows (user_s, system_s): the recorder process's own CPU over
 the interval (``os.times``: every thread of this process, children excluded). Its BPF programs run
@@ -25,6 +31,8 @@ BPF_ENABLE_STATS = 32  # enum bpf_cmd, include/uapi/linux/bpf.h
 BPF_STATS_RUN_TIME = 0  # enum bpf_stats_type
 STATS_SYSCTL = "/proc/sys/kernel/bpf_stats_enabled"
 MEASURED = "measured"
+#: The statistics are on for one interval in this many (module docstring).
+STATS_EVERY = 10
 
 
 def enable_stats(syscall=None) -> tuple[int | None, str | None]:
@@ -56,23 +64,42 @@ def sysctl_on(path: str = STATS_SYSCTL) -> bool:
 class ProbeCost:
     """Drains the loaded programs' runs and run time. ``status`` is ``"measured"`` or
     ``"unavailable: <reason>"``; ``drain()`` returns [(program, runs, run_ns)] deltas since the
-    previous call, sorted, programs with no run left out (always [] when unavailable)."""
+    previous call, sorted, programs with no run left out (always [] when unavailable); the
+    statistics count only while a window is open: ``window(interval)``, called before each
+    interval, opens one for intervals 0, ``every``, 2 x ``every``, ... and closes it otherwise."""
 
-    def __init__(self, bpf, stats=run_stats, enable=enable_stats, sysctl=sysctl_on):
+    def __init__(self, bpf, stats=run_stats, enable=enable_stats, sysctl=sysctl_on, every: int = STATS_EVERY):
         self.bpf = bpf
         self.stats = stats
+        self.enable = enable
+        self.every = every
         self.prev: dict[str, tuple[int, int]] = {}
         self.fd, why = enable()
-        if self.fd is None and sysctl():
-            why = None  # on already, for the whole host: the counts are good
+        if sysctl():  # on already, for the whole host: every interval counts, at no extra cost
+            why, self.every = None, 1
         if why is None and stats(bpf) is None:
             why = "bpf_prog_info has no run_time_ns/run_cnt (kernel older than 5.1)"
         self.status = MEASURED if why is None else f"unavailable: {why}"
+        self.counting = True  # whether the interval now running is a window's
+
+    def window(self, interval: int) -> None:
+        """Statistics on for ``interval`` (the one about to start) when it is a window's, else off."""
+        self.counting = interval % self.every == 0
+        if self.status != MEASURED or self.every == 1:
+            return
+        if self.counting:
+            if self.fd is None:
+                self.fd, _why = self.enable()
+        else:
+            self.close()
 
     def drain(self) -> list[tuple]:
         if self.status != MEASURED:
             return []
         now = self.stats(self.bpf) or {}
+        if not self.counting:  # outside a window: what moved (another's statistics) is not ours
+            self.prev = now
+            return []
         rows = []
         for prog, (runs, ns) in sorted(now.items()):
             old_runs, old_ns = self.prev.get(prog, (0, 0))
