@@ -10,7 +10,7 @@
 // Hooks:    tracepoints sock:sock_send_length, sock:sock_recv_length (Linux >= 6.3); inet
 //           sockets only (these tracepoints fire for AF_INET/AF_INET6).
 // Overhead: one hash update per send/recv call. Measured (benchmarks/hot_loads.py,
-//           benchmarks/HOT_LOADS.md: 2026-12-05 13:05, 2-vCPU VM, BPF statistics on), iperf3 flood:
+//           benchmarks/HOT_LOADS.md at 90d4d3a: 2026-12-05 13:05, 2-vCPU VM, BPF statistics on), iperf3 flood:
 //           recv 84 ns x 34,934/s, send 152 ns x 18,607/s (0.57 % of a core; with --light the
 //           largest BPF cost left: per-socket counters from sock_diag would replace it). Raw tracepoints with a per-CPU
 //           hash measured slower (256 and 375 ns): a per-CPU hash lookup is a helper call.

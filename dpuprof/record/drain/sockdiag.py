@@ -6,7 +6,7 @@ bytes per step: dpuprof/project/features.py). The kernel counts them per TCP soc
 (inet_diag, what ``ss -ti`` reads) dumps every socket's in one netlink request per address family
 and network namespace (netns.py). The probe sock_io paid a program on every send and receive call
 instead: 512 ns a UDP send + receive pair from the caller's side (benchmarks/sock_call_cost.py),
-0.57 % of a core in bpf_stats alone on an iperf3 flood (benchmarks/HOT_LOADS.md). It stays, opt-in
+0.57 % of a core in bpf_stats alone on an iperf3 flood (benchmarks/HOT_LOADS.md at 90d4d3a). It stays, opt-in
 (``--probes``), for what counters cannot give:
 
 - calls: sock_diag counts bytes, not send/receive calls, so rows from here carry ``calls`` 0 and
