@@ -137,22 +137,23 @@ def test_an_error_reply_is_one_oserror():
 
 WORKLOAD = r"""
 import socket, sys
-for _ in range(3):  # connections that live between two drains: probes/sock_close.bpf.c keeps them
+
+
+def moved(n, byte):
     srv = socket.create_server(("127.0.0.1", 0))
     a = socket.create_connection(srv.getsockname())
     b, _ = srv.accept()
-    a.sendall(b"y" * 500_000)
+    a.sendall(byte * n)
     got = 0
-    while got < 500_000:
+    while got < n:
         got += len(b.recv(1 << 20))
-    a.close(), b.close(), srv.close()
-srv = socket.create_server(("127.0.0.1", 0))
-a = socket.create_connection(srv.getsockname())
-b, _ = srv.accept()
-a.sendall(b"x" * 3_000_000)
-got = 0
-while got < 3_000_000:
-    got += len(b.recv(1 << 20))
+    return srv, a, b
+
+
+for _ in range(3):  # connections that live between two drains: probes/sock_close.bpf.c keeps them
+    for s in moved(500_000, b"y"):
+        s.close()
+held = moved(3_000_000, b"x")
 print("moved", flush=True)
 sys.stdin.read()  # the connection stays open until the test has seen a drain
 """
