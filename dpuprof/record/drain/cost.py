@@ -10,9 +10,10 @@ interleaved rounds, 20-140; 96 in an earlier run: ``sudo python3 benchmarks/sock
 --rounds 5 --stats``, 2026-12-06, 2-vCPU VM), as much as a short program itself costs, and in no
 statistic. So they are on for one interval in ``every`` (``window``): intervals
 0, every, 2 x every, ... hold the rows, and readers scale them by the time (meta
-``probe_cost_every``). When the command fails but the sysctl ``kernel.bpf_stats_enabled`` is 1
-(someone else turned them on, for every interval), the counts are used anyway, every interval;
-otherwise no rows are written and ``status`` says why (meta ``probe_cost``).
+``probe_cost_every``). When the sysctl ``kernel.bpf_stats_enabled`` is already 1 (someone else
+turned them on for the whole host), every interval counts, at no extra cost, whether or not the
+command succeeded; when neither works, no rows are written and ``status`` says why (meta
+``probe_cost``).
 
 ``RecorderCpu`` gives ``recorder_cpu`` rows (user_s, system_s): the recorder process's own CPU over
 the interval (``os.times``: every thread of this process, children excluded). Its BPF programs run

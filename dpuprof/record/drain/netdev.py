@@ -8,10 +8,10 @@ nothing per packet and gives the same counts.
 
 ``/proc/PID/net/dev`` lists the devices of PID's network namespace; every namespace the workload's
 processes live in is read (netns.py). Devices of the same name in two namespaces are summed under
-that name. A namespace first seen during the recording starts from
-its counters then (what it moved before is not in the recording). Packets are what each driver
-counts: ``lo`` and veth count one per skb (a GSO segment of up to 64 KiB), as the tracepoints
-did; a physical NIC's driver usually counts frames on the wire.
+that name. A namespace first seen during the recording starts from its counters then (what it
+moved before is not in the recording). Packets are what each driver counts: ``lo`` and veth count
+one per skb (a GSO segment of up to 64 KiB), as the tracepoints did; a physical NIC's driver
+usually counts frames on the wire.
 
 TCP retransmits: ``RetransSegs`` of each namespace's ``/proc/PID/net/snmp``.
 """
