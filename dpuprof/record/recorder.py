@@ -262,6 +262,7 @@ class Recorder:
                 self.on_error(f"cannot finish {self.opts.output} ({err})")
                 recording_ok = False
         self.source.close()
+        self.procs.close()
         self._remove_perf_maps()
         return RunResult(self.opts.output, command_rc=child.returncode, stop_reason=reason,
                          seconds=self.recorded_s, samples=self.total_samples, write_ok=recording_ok,

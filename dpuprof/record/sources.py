@@ -336,7 +336,8 @@ class BpfSource:
         """Drain every map for the interval just ended. ``workload``: its pids (symbols resolved
         in full); ``exact_ns`` {pid: ns}: the workload processes' exact CPU and ``host`` the host's
         times (accounting.py); ``writer``: the uprobe tables look up ids in it."""
-        d = self.samples.drain(self.work.symbolized(workload))
+        everyone = self.work.target.system_wide
+        d = self.samples.drain(self.work.symbolized(workload), () if everyone else exact_ns.keys())
         self.work.add_seen(d["comms"].keys() | exact_ns.keys())  # system-wide only
         rows = cpu_category_rows(d["cpu"], exact_ns, host, 1e9 / self.opts.freq_hz)
         out = Drained(stacks=d["new_stacks"], dropped_stacks=d["dropped_stacks"], comms=d["comms"],

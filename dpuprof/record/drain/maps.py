@@ -92,16 +92,23 @@ class SampleDrainer:
         self.last_id = 0  # ids are never reused: a forgotten one may still be in the current file
         self.cleared = 0  # stack ids deleted by the last drain (a check that clearing happens)
 
-    def _frames(self, buf: int, stack_id: int, resolve) -> list[str]:
+    def _addresses(self, buf: int, stack_id: int) -> tuple[int, ...]:
+        """The addresses of stack ``stack_id`` of buffer ``buf``, outermost first; () when the
+        id is an error or no longer in its map. (One slice of the map value: bcc's walk() made
+        a Python call per frame.)"""
         if stack_id < 0:
-            return []
+            return ()
         table = self.spills[buf] if stack_id & SPILL_BIT else self.stacks[buf]
-        stack_id &= ~SPILL_BIT
         try:
-            addrs = list(table.walk(stack_id))
+            ips = table[table.Key(stack_id & ~SPILL_BIT)].ip[:]
         except KeyError:
-            return []
-        return [resolve(a) for a in reversed(addrs)]
+            return ()
+        try:
+            del ips[ips.index(0):]  # the walk's depth: the rest of the value is zeros
+        except ValueError:
+            pass
+        ips.reverse()
+        return tuple(ips)
 
     def _flip(self) -> list[tuple]:
         """Switch buffers; take and delete the old buffer's (key, samples) entries."""
@@ -113,21 +120,19 @@ class SampleDrainer:
         delete_keys(self.counts, [k for k, _ in entries])
         return entries
 
-    def _push_python_ranges(self, workload, sampled: set[int]) -> None:
+    def _push_python_ranges(self, workload, processes, sampled: set[int]) -> None:
         """Write each workload process's trampoline range to py_ranges when it changed; drop
-        processes that exited. ``workload`` may contain every pid (``-a``) without being
-        iterable: then the processes sampled this interval are the candidates."""
+        processes that exited. The candidates: ``processes`` (the workload's processes, so that
+        a range is in place before a process is first sampled) and the workload processes
+        sampled this interval. (Every workload id was a candidate until 2026-12-06, each thread's
+        too: a perf map looked for 512 times a drain beside 4 x 128 threads.)"""
         for pid in [p for p in self.py_pushed if p not in workload or not os.path.exists(f"/proc/{p}")]:
             self.py_pushed.pop(pid)
             try:
                 del self.py_ranges[self.py_ranges.Key(pid)]
             except KeyError:
                 pass
-        try:
-            candidates = set(workload)
-        except TypeError:
-            candidates = set()
-        for pid in candidates | {p for p in sampled if p in workload}:
+        for pid in set(processes) | {p for p in sampled if p in workload}:
             rng = self.sym.python_range(pid)
             if rng is not None and self.py_pushed.get(pid) != rng:
                 self.py_ranges[self.py_ranges.Key(pid)] = self.py_ranges.Leaf(*rng)
@@ -144,8 +149,8 @@ class SampleDrainer:
     def _sample_frames(self, buf: int, k, full: bool) -> tuple[list, list, list]:
         """(kernel, Python, native user) frames of one sampled key, outermost first."""
         pid = k.tgid
-        kframes = self._frames(buf, k.kstack, self.sym.kernel)
-        uframes = self._frames(buf, k.ustack, lambda a: self.sym.user(pid, a, full))
+        kframes = self.sym.kernel_stack(self._addresses(buf, k.kstack))
+        uframes = self.sym.user_stack(pid, self._addresses(buf, k.ustack), full)
         if k.ip and (k.kstack < 0 or k.ustack < 0):
             # A stack walk failed (counted in `lost`): fall back to the sampled leaf frame.
             if k.ip >= KERNEL_SPACE and not kframes:
@@ -167,14 +172,16 @@ class SampleDrainer:
         # The buffer now written was emptied by the previous drain (or never used since load).
         self._clear(1 - self.buf)
 
-    def drain(self, workload: set[int]) -> dict:
+    def drain(self, workload: set[int], processes=()) -> dict:
         """Symbol names are resolved for ``workload`` processes, which go first so that they are
-        resolved before they can exit; other processes get module names only (cheap)."""
+        resolved before they can exit; other processes get module names only (cheap).
+        ``processes``: the workload's live processes (thread-group leaders), whose Python ranges
+        are pushed before they are sampled (empty system-wide: the sampled ones only)."""
         gone = self.sym.dead()  # exited before the flip: all their samples are in this drain
         entries = self._flip()
         self.sym.new_generation()
         if self.python_frames:
-            self._push_python_ranges(workload, {k.tgid for k, _ in entries})
+            self._push_python_ranges(workload, processes, {k.tgid for k, _ in entries})
         entries.sort(key=lambda kv: kv[0].tgid not in workload)
         old = 1 - self.buf
         cpu: Counter = Counter()
