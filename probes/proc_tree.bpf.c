@@ -17,6 +17,9 @@
 //           exit_cpu    HASH  tgid -> the process's whole on-CPU ns (all its threads) when its last
 //                             thread exits; user space takes what changed since its last /proc
 //                             reading and deletes the entry (drain/accounting.py)  (8192 entries)
+//           tree_gen    ARRAY [0] = a generation of `tree`, changed whenever a task joins it (by a
+//                             fork here, by user space's seeding): sched_wait caches, per CPU, the
+//                             last task it found outside the workload, valid within one generation
 //           tree_lost   ARRAY [0] = forks not recorded because `tree` was full,
 //                             [1] = execs not recorded because `execs` was full,
 //                             [2] = process exits not recorded because `exit_cpu` was full
@@ -36,6 +39,7 @@ BPF_HASH(tree, u32, u32, 131072);
 BPF_HASH(execs, u32, u64, 4096);
 BPF_ARRAY(exec_all, u32, 1);
 BPF_ARRAY(tree_lost, u64, 3);
+BPF_ARRAY(tree_gen, u32, 1);
 BPF_HASH(exit_cpu, u32, u64, 8192);
 
 static inline void tree_count_lost(int idx) {
@@ -49,8 +53,14 @@ TRACEPOINT_PROBE(sched, sched_process_fork) {
     if (!tree.lookup(&ptgid))
         return 0;
     u32 child = args->child_pid;
-    if (tree.update(&child, &ptgid) != 0)
+    if (tree.update(&child, &ptgid) != 0) {
         tree_count_lost(0);
+        return 0;
+    }
+    int zero = 0;
+    u32 *gen = tree_gen.lookup(&zero);
+    if (gen)
+        __sync_fetch_and_add(gen, 1);
     return 0;
 }
 

@@ -27,6 +27,10 @@
 //           sw_waits    HASH (tid, tgid, state, waker tgid, waker tid) -> {ns, count}, cumulative,
 //                       main threads only (tid = tgid)
 //                                                                                   (16384 entries)
+//           sw_outside  PERCPU_ARRAY [0] = {tid, tree_gen}: the last main thread this CPU woke that
+//                       is not the workload's, with the generation of `tree` it was looked up in
+//                       (proc_tree.bpf.c), so that its next wake-up on this CPU costs two array
+//                       reads instead of two hash misses (see Overhead)
 //           sw_lost     ARRAY [0] = thread events lost (sw_threads full),
 //                             [1] = waits lost (sw_waits full),
 //                             [2] = wake-ups not measured: the thread's first one seen (a thread
@@ -47,9 +51,15 @@
 //           task-context ones agreed. (Where the tracepoint's arguments lie, the task's stack or
 //           the CPU's interrupt stack, would not do: x86-64 runs an interrupt that arrives in
 //           user mode on the task's own stack; 1.5 % of block completions read as task context.)
-// Overhead: per wake-up on the host: one kernel read (pid and tgid); of a main thread, one hash
-//           lookup (two outside the workload); of a workload main thread, five reads more, a
+// Overhead: per wake-up on the host: one kernel read (pid and tgid); of a main thread, two array
+//           reads (the generation, this CPU's sw_outside) and, unless sw_outside names it, one
+//           hash lookup (two outside the workload); of a workload main thread, five reads more, a
 //           clock read, three reads to tell interrupt context and two hash updates.
+//           sw_outside is for the kernel threads: under fio 81 % of all wake-ups were of
+//           ksoftirqd, 13 % of kworkers (bpftrace, 2026-12-06), each a main thread outside the
+//           workload that paid two hash misses; sched_waking went from 147 to 118 ns x ~190k/s
+//           (`benchmarks/hot_loads.py --duration 10 --rounds 1 --loads fio,iperf3,wake-4x128`,
+//           93e6001 against this; iperf3 537 -> 568 ns, wake-4x128 120 -> 128 ns: one round).
 //           Measured (benchmarks/hot_loads.py, benchmarks/HOT_LOADS.md: 2026-12-05 13:05, 2-vCPU
 //           VM): sched_waking 93 ns x 74,568/s beside 4 x 128 threads that hash and sleep (0.69 %
 //           of a core; 513 ns while every thread's waits were measured: HOT_LOADS.md at b5df0dd),
@@ -86,6 +96,8 @@ struct sw_wait_val { u64 ns; u64 count; };
 BPF_HASH(sw_threads, u32, struct sw_thread, 16384);
 BPF_HASH(sw_waits, struct sw_wait_key, struct sw_wait_val, 16384);
 BPF_ARRAY(sw_lost, u64, 3);
+struct sw_outside_val { u32 tid; u32 gen; };
+BPF_PERCPU_ARRAY(sw_outside, struct sw_outside_val, 1);
 
 static inline void sw_count_lost(int idx) {
     u64 *v = sw_lost.lookup(&idx);
@@ -188,9 +200,22 @@ RAW_TRACEPOINT_PROBE(sched_waking) {
     if (tid != sw_read_u32(task, SW_TGID_OFF))
         return 0;
 #endif
+    int zero = 0;
+    u32 *gen = tree_gen.lookup(&zero);
+    struct sw_outside_val *outside = sw_outside.lookup(&zero);
+    if (!gen || !outside)
+        return 0;
+    u32 g = *gen;  // read before the lookups: a task that joins meanwhile changes it
+    if (outside->tid == tid && outside->gen == g)
+        return 0;  // this CPU found it outside the workload, and nothing joined since
     struct sw_thread *t = sw_get(tid, task);
-    if (!t || sw_still_queued(task))
-        return 0;  // not the workload's, or still queued: woken before it slept, no wait
+    if (!t) {
+        outside->tid = tid;
+        outside->gen = g;
+        return 0;
+    }
+    if (sw_still_queued(task))
+        return 0;  // still queued: woken before it slept, no wait
     u64 now = bpf_ktime_get_ns();
     u64 on = sw_read_u64(task, SW_RUNTIME_OFF), runq = sw_read_u64(task, SW_RUN_DELAY_OFF);
     u64 nvcsw = sw_read_u64(task, SW_NVCSW_OFF);

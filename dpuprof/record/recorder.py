@@ -366,8 +366,9 @@ class Recorder:
         self.dirty_procs.add(pid)
 
     def _write_interval(self, writer, t0, t1):
-        workload = self._workload_pids()
-        parents = self.source.parents() or {}
+        parents = self.source.parents()  # the tree map, read once an interval
+        workload = self.work.pids(parents)
+        parents = parents or {}
         live_workload = [p for p in workload if self._is_process(p)]
         if len(self.process_ok) > 2 * len(workload):  # ids that left the workload (pids are reused)
             self.process_ok = {p: ok for p, ok in self.process_ok.items() if p in workload}

@@ -244,7 +244,7 @@ class BpfSource:
         self.hooks = probemod.hooks(bpf)
         release_freed_memory()  # clang's compile leaves ~100 MB of freed heap behind
         self.tree = TreeDrainer(bpf, os.getpid())
-        work.tree_map, work.lost_map = bpf["tree"], bpf["tree_lost"]
+        work.tree_map, work.lost_map, work.gen_map = bpf["tree"], bpf["tree_lost"], bpf["tree_gen"]
         self.work = work
         symbolizer = Symbolizer(bcc.BPF, parent_of=self._parent_of)
         self.samples = SampleDrainer(bpf, symbolizer, classifier, self.opts.python_frames)

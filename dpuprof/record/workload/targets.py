@@ -165,6 +165,7 @@ class Workload:
     recorder_pid: int = field(default_factory=os.getpid)
     tree_map: object = None  # the BPF ``tree`` map (bcc table), None in psutil mode
     lost_map: object = None  # the BPF ``tree_lost`` array: seeds that did not fit are counted there
+    gen_map: object = None  # the BPF ``tree_gen`` array: changed after seeding (probes/proc_tree.bpf.c)
     roots: dict[int, int] = field(default_factory=dict)  # attach/cgroup roots: pid -> start time
     # Every workload pid so far (exited ones stay), except system-wide: there, the live processes
     # and those that ran since the previous ``pids`` call only (``ran``), or a host where jobs
@@ -242,6 +243,10 @@ class Workload:
             have.update(new)
         if lost and self.lost_map is not None:
             self.lost_map[ct.c_int(0)] = ct.c_uint64(self.lost_map[ct.c_int(0)].value + lost)
+        if have and self.gen_map is not None:
+            # A new generation: sched_wait's per-CPU memory of tasks outside the workload is stale.
+            # +2, so it changes even if a fork's +1 came between the read and the write.
+            self.gen_map[ct.c_int(0)] = ct.c_uint32((self.gen_map[ct.c_int(0)].value + 2) & 0xFFFFFFFF)
         return have
 
     def _refresh_cgroup(self) -> None:
