@@ -275,3 +275,22 @@ def test_cleanup_leaves_nothing_attached():
         except OSError:
             pass
     assert not still_open
+
+
+def test_an_attached_process_main_thread_waits_are_measured(tmp_path):
+    """-p: the process ran before the probes, so its main thread's wake-ups may be remembered as
+    outside the workload (sched_wait's sw_outside) before user space seeds the tree; the seeding
+    starts a new generation, so its waits are measured from then on."""
+    sleeper = subprocess.Popen([PYTHON, "-c", "import time\nwhile True: time.sleep(0.002)"])
+    try:
+        out = tmp_path / "attached.rec"
+        proc = dpuprof("record", "-q", "-o", out, "-p", sleeper.pid, "--duration", "2", timeout=120)
+        assert proc.returncode == 0, proc.stderr
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    waits = load(out).table("thread_wait")
+    mine = waits[waits.tid == sleeper.pid]
+    # ~2 ms sleeps over 2 s: hundreds of waits, each ended by a timer interrupt (waker 0).
+    assert mine["count"].sum() >= 100, waits.head()
+    assert (mine.state == "sleep").all() and (mine.waker_pid == 0).any()

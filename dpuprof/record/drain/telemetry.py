@@ -6,7 +6,6 @@ previous call (seconds of CPU, bytes, counts).
 
 from __future__ import annotations
 
-import os
 import time
 from typing import NamedTuple
 
