@@ -31,6 +31,9 @@
 //                       is not the workload's, with the generation of `tree` it was looked up in
 //                       (proc_tree.bpf.c), so that its next wake-up on this CPU costs two array
 //                       reads instead of two hash misses (see Overhead)
+//           sw_span     PERCPU_ARRAY [0] = a copy of the wakee's task_struct from __state to
+//                       se.sum_exec_runtime (sw_read_fields)
+//           sw_preempt_at PERCPU_ARRAY [0] = the address of this CPU's preempt count (sw_in_interrupt)
 //           sw_lost     ARRAY [0] = thread events lost (sw_threads full),
 //                             [1] = waits lost (sw_waits full),
 //                             [2] = wake-ups not measured: the thread's first one seen (a thread
@@ -53,8 +56,11 @@
 //           user mode on the task's own stack; 1.5 % of block completions read as task context.)
 // Overhead: per wake-up on the host: one kernel read (pid and tgid); of a main thread, two array
 //           reads (the generation, this CPU's sw_outside) and, unless sw_outside names it, one
-//           hash lookup (two outside the workload); of a workload main thread, five reads more, a
-//           clock read, three reads to tell interrupt context and two hash updates.
+//           hash lookup (two outside the workload); of a workload main thread, one read of a span
+//           of its task (four fields) and two reads more, a clock read, one read to tell interrupt
+//           context and two hash updates (until 2026-12-06, ten reads in all where there are
+//           four: sched_waking 561 -> 430 ns x 24k/s on an iperf3 flood, one round of
+//           `benchmarks/hot_loads.py --duration 10 --rounds 1 --loads iperf3,fio`).
 //           sw_outside is for the kernel threads: under fio 81 % of all wake-ups were of
 //           ksoftirqd, 13 % of kworkers (bpftrace, 2026-12-06), each a main thread outside the
 //           workload that paid two hash misses; sched_waking went from 147 to 118 ns x ~190k/s
@@ -98,6 +104,7 @@ BPF_HASH(sw_waits, struct sw_wait_key, struct sw_wait_val, 16384);
 BPF_ARRAY(sw_lost, u64, 3);
 struct sw_outside_val { u32 tid; u32 gen; };
 BPF_PERCPU_ARRAY(sw_outside, struct sw_outside_val, 1);
+BPF_PERCPU_ARRAY(sw_preempt_at, u64, 1);  // [0]: this CPU's preempt count's address (0: not yet found)
 
 static inline void sw_count_lost(int idx) {
     u64 *v = sw_lost.lookup(&idx);
@@ -146,11 +153,21 @@ static inline u32 sw_reason(u32 state) {
 // in_interrupt() reads (x86-64). bcc cannot name a per-CPU variable; the current task's run queue
 // is this CPU's, and a per-CPU variable lies at a fixed distance from it (SW_PREEMPT_FROM_RQ,
 // from the per-CPU section in BTF). The run queue is read through the task's cfs_rq, which the
-// scheduler sets for a task of any class (the idle task's included).
+// scheduler sets for a task of any class (the idle task's included), once per CPU: the address is
+// kept in sw_preempt_at (one read a wait instead of three).
 static inline int sw_in_interrupt(void) {
-    u64 cfs_rq = sw_read_u64(bpf_get_current_task(), SW_CFS_RQ_OFF);
-    u64 rq = sw_read_u64(cfs_rq, SW_RQ_OFF);
-    return (sw_read_u32(rq + SW_PREEMPT_FROM_RQ, 0) & 0x00ff0100) != 0;
+    int zero = 0;
+    u64 *count_at = sw_preempt_at.lookup(&zero);  // this CPU's preempt count, found once
+    if (!count_at)
+        return 0;
+    if (!*count_at) {
+        u64 cfs_rq = sw_read_u64(bpf_get_current_task(), SW_CFS_RQ_OFF);
+        u64 rq = sw_read_u64(cfs_rq, SW_RQ_OFF);
+        if (!rq)
+            return 0;
+        *count_at = rq + SW_PREEMPT_FROM_RQ;  // BPF programs run with migration off: this CPU's
+    }
+    return (sw_read_u32(*count_at, 0) & 0x00ff0100) != 0;
 }
 
 // Charges `ns` blocked in `state` to the waker, by thread. The keys are bounded by main threads x
@@ -172,19 +189,56 @@ static inline void sw_add_wait(u32 tid, u32 tgid, u32 state, u64 ns, u64 count) 
     }
 }
 
-// Whether task `task` is still on its run queue, not asleep: woken before it slept (a delayed
-// dequeue, Linux >= 6.12, leaves a sleeping task queued with se.sched_delayed set).
-static inline int sw_still_queued(u64 task) {
-    if (!sw_read_u32(task, SW_ON_RQ_OFF))
-        return 0;
+// The wakee's fields read at a wake-up that lie near the top of task_struct (__state, on_rq,
+// se.sched_delayed, se.sum_exec_runtime: within 216 bytes on 6.18) are copied in one read of
+// their span into a per-CPU buffer, where four reads took four helper calls; on a kernel where
+// they lie more than SW_SPAN_MAX bytes apart, one read each.
+#define SW_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SW_MAX(a, b) ((a) > (b) ? (a) : (b))
 #ifdef SW_DELAYED_OFF
-    u8 delayed = 0;
-    bpf_probe_read_kernel(&delayed, sizeof(delayed), (void *)(task + SW_DELAYED_OFF));
-    if (delayed)
+#define SW_LOW SW_MIN(SW_MIN(SW_STATE_OFF, SW_ON_RQ_OFF), SW_MIN(SW_RUNTIME_OFF, SW_DELAYED_OFF))
+#define SW_HIGH SW_MAX(SW_MAX(SW_STATE_OFF + 4, SW_ON_RQ_OFF + 4), SW_MAX(SW_RUNTIME_OFF + 8, SW_DELAYED_OFF + 1))
+#else
+#define SW_LOW SW_MIN(SW_MIN(SW_STATE_OFF, SW_ON_RQ_OFF), SW_RUNTIME_OFF)
+#define SW_HIGH SW_MAX(SW_MAX(SW_STATE_OFF + 4, SW_ON_RQ_OFF + 4), SW_RUNTIME_OFF + 8)
+#endif
+#define SW_SPAN_LO (SW_LOW & ~7)  // 8-aligned, as task_struct is: each field stays naturally aligned
+#define SW_SPAN_MAX 512
+
+struct sw_fields { u64 runtime; u32 state; u32 on_rq; u8 delayed; };
+
+#if SW_HIGH - SW_SPAN_LO <= SW_SPAN_MAX
+struct sw_span { u64 w[SW_SPAN_MAX / 8]; };
+BPF_PERCPU_ARRAY(sw_span, struct sw_span, 1);
+#define SW_AT(type, off) (*(type *)((u8 *)s->w + (off) - SW_SPAN_LO))
+
+static inline int sw_read_fields(u64 task, struct sw_fields *f) {
+    int zero = 0;
+    struct sw_span *s = sw_span.lookup(&zero);
+    if (!s || bpf_probe_read_kernel(s->w, SW_HIGH - SW_SPAN_LO, (void *)(task + SW_SPAN_LO)) != 0)
         return 0;
+    f->state = SW_AT(u32, SW_STATE_OFF);
+    f->on_rq = SW_AT(u32, SW_ON_RQ_OFF);
+    f->runtime = SW_AT(u64, SW_RUNTIME_OFF);
+#ifdef SW_DELAYED_OFF
+    f->delayed = SW_AT(u8, SW_DELAYED_OFF);
+#else
+    f->delayed = 0;
 #endif
     return 1;
 }
+#else
+static inline int sw_read_fields(u64 task, struct sw_fields *f) {
+    f->state = sw_read_u32(task, SW_STATE_OFF);
+    f->on_rq = sw_read_u32(task, SW_ON_RQ_OFF);
+    f->runtime = sw_read_u64(task, SW_RUNTIME_OFF);
+    f->delayed = 0;
+#ifdef SW_DELAYED_OFF
+    bpf_probe_read_kernel(&f->delayed, 1, (void *)(task + SW_DELAYED_OFF));
+#endif
+    return 1;
+}
+#endif
 
 // sched_waking(struct task_struct *p), in the waker's context. A thread that is not its process's
 // main thread costs one kernel read; a main thread outside the workload, two hash misses more.
@@ -214,10 +268,15 @@ RAW_TRACEPOINT_PROBE(sched_waking) {
         outside->gen = g;
         return 0;
     }
-    if (sw_still_queued(task))
-        return 0;  // still queued: woken before it slept, no wait
+    struct sw_fields f = {};
+    if (!sw_read_fields(task, &f))
+        return 0;
+    // Still on its run queue, not asleep (a delayed dequeue, Linux >= 6.12, leaves a sleeping
+    // task queued with se.sched_delayed set): woken before it slept, no wait.
+    if (f.on_rq && !f.delayed)
+        return 0;
     u64 now = bpf_ktime_get_ns();
-    u64 on = sw_read_u64(task, SW_RUNTIME_OFF), runq = sw_read_u64(task, SW_RUN_DELAY_OFF);
+    u64 on = f.runtime, runq = sw_read_u64(task, SW_RUN_DELAY_OFF);
     u64 nvcsw = sw_read_u64(task, SW_NVCSW_OFF);
     if (t->wake_ts) {
         u64 busy = (on - t->on_ns) + (runq - t->runq_ns);
@@ -228,7 +287,7 @@ RAW_TRACEPOINT_PROBE(sched_waking) {
         // At least 1: this wait's own count may not be in nvcsw yet (it is raised after the
         // dequeue, on the sleeper's CPU), and the next wake-up then finds it.
         u64 count = nvcsw > t->nvcsw ? nvcsw - t->nvcsw : 1;
-        sw_add_wait(tid, t->tgid, sw_reason(sw_read_u32(task, SW_STATE_OFF)), wall > busy ? wall - busy : 0, count);
+        sw_add_wait(tid, t->tgid, sw_reason(f.state), wall > busy ? wall - busy : 0, count);
         nvcsw = t->nvcsw + count;
     } else {
         sw_count_lost(2);

@@ -109,7 +109,8 @@ def test_a_full_disk_is_one_line_and_keeps_the_files_written(small_disk):
         while time.time() < deadline and len(list(small_disk.glob("*.rec"))) < 3:
             covered = _wait_recorded(agent, port, covered)
         kept = {p.name for p in small_disk.glob("*.rec")}
-        with open(small_disk / "filler", "wb") as fh:  # the disk fills up under the agent
+        # Unbuffered: a failed write then leaves nothing for close() to flush (and fail on) again.
+        with open(small_disk / "filler", "wb", buffering=0) as fh:  # the disk fills up under the agent
             try:
                 while True:
                     fh.write(b"\0" * (1 << 16))

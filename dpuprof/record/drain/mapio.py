@@ -110,3 +110,16 @@ def clear_stack_map(table) -> int:
         except KeyError:
             pass
     return n
+
+
+def delete_stack_ids(table, ids) -> int:
+    """Delete the stack ``ids`` from a bcc STACK_TRACE ``table``, one syscall each (no walk of the
+    map's keys); returns how many were there."""
+    from bcc.libbcc import lib
+
+    key = table.Key()
+    n = 0
+    for sid in ids:
+        key.value = sid
+        n += lib.bpf_delete_elem(table.map_fd, ct.byref(key)) == 0
+    return n

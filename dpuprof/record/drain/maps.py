@@ -18,7 +18,7 @@ from collections import Counter, defaultdict
 
 from dpuprof.categories import IDLE, top_level
 from dpuprof.record.stacks.classify import Classifier, fold
-from dpuprof.record.drain.mapio import clear_stack_map, delete_keys, prune_exited, snapshot
+from dpuprof.record.drain.mapio import clear_stack_map, delete_keys, delete_stack_ids, prune_exited, snapshot
 from dpuprof.record.lru import Lru
 from dpuprof.record.stacks.perfmap import SUFFIX as PERFMAP_SUFFIX
 from dpuprof.record.drain.progstats import recursion_misses
@@ -38,6 +38,10 @@ _FLIP_SETTLE_S = 0.002  # lets a sample already past the `active` read finish on
 # sampled again later is interned anew under a new id (a file may then hold the same folded stack
 # under two ids: every reader sums samples by folded stack, not by id).
 MAX_STACKS = 4096
+# A drain deletes the stack ids its samples refer to; every this many drains it walks the map's
+# keys instead, so a stack no sample refers to (its count lost: counts map full) is freed too.
+# The walk costs two syscalls per stored stack, the delete by id one.
+CLEAR_WALK_EVERY = 16
 
 
 class Cumulative:
@@ -91,6 +95,7 @@ class SampleDrainer:
         self.stack_class: dict[int, str] = {}  # id -> subcategory, of the ids in stack_ids
         self.last_id = 0  # ids are never reused: a forgotten one may still be in the current file
         self.cleared = 0  # stack ids deleted by the last drain (a check that clearing happens)
+        self.drains = 0
 
     def _addresses(self, buf: int, stack_id: int) -> tuple[int, ...]:
         """The addresses of stack ``stack_id`` of buffer ``buf``, outermost first; () when the
@@ -143,8 +148,16 @@ class SampleDrainer:
         frames = (self.sym.python(pid, a) for a in reversed(addrs) if a)
         return [f for f in frames if f is not None]
 
-    def _clear(self, buf: int) -> None:
-        self.cleared = clear_stack_map(self.stacks[buf]) + clear_stack_map(self.spills[buf])
+    def _clear(self, buf: int, entries=None) -> None:
+        """Empty buffer ``buf``'s stack maps: delete the ids of ``entries`` (the drained keys), or
+        walk the maps' keys (``entries`` None, and every CLEAR_WALK_EVERY drains)."""
+        self.drains += 1
+        if entries is None or self.drains % CLEAR_WALK_EVERY == 0:
+            self.cleared = clear_stack_map(self.stacks[buf]) + clear_stack_map(self.spills[buf])
+            return
+        ids = {i for k, _ in entries for i in (k.kstack, k.ustack) if i >= 0}
+        self.cleared = (delete_stack_ids(self.stacks[buf], [i for i in ids if not i & SPILL_BIT])
+                        + delete_stack_ids(self.spills[buf], [i & ~SPILL_BIT for i in ids if i & SPILL_BIT]))
 
     def _sample_frames(self, buf: int, k, full: bool) -> tuple[list, list, list]:
         """(kernel, Python, native user) frames of one sampled key, outermost first."""
@@ -204,7 +217,7 @@ class SampleDrainer:
                 if full:
                     thread_cpu[(k.tid, sub)] += n
         finally:
-            self._clear(old)  # even when symbolising failed: a full map loses stacks
+            self._clear(old, entries)  # even when symbolising failed: a full map loses stacks
         self.sym.forget(gone)
         return {"cpu": cpu, "stacks": stacks, "new_stacks": new_stacks, "dropped_stacks": dropped,
                 "comms": comms, "thread_cpu": thread_cpu}
