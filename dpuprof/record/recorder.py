@@ -24,14 +24,14 @@ from dpuprof.errors import UserError
 from dpuprof.record.drain.cost import RecorderCpu
 from dpuprof.record.drain.gpu import GpuTelemetry
 from dpuprof.record.drain.iocounters import TABLES as COUNTED_TABLES, IoCounters
-from dpuprof.record.drain.telemetry import HostTelemetry, ProcessTelemetry, is_process
+from dpuprof.record.drain.telemetry import HostTelemetry, ProcessTelemetry
 from dpuprof.record.drain.threads import ThreadRecorder
 from dpuprof.record.duty import DutyCycle
 from dpuprof.record.metadata import host_metadata
 from dpuprof.record.sources import Source, make_source
 from dpuprof.record.stacks import perfmap
 from dpuprof.record.workload import child as childmod
-from dpuprof.record.workload.procfs import namespaces, process_info
+from dpuprof.record.workload.procfs import all_pids, namespaces, process_info
 from dpuprof.record.workload.targets import Target, Watched, Workload, stop_reason
 from dpuprof.recording.output import check_output
 from dpuprof.recording.writer import RecordingWriter, staged_writer
@@ -117,6 +117,7 @@ class Recorder:
         self.known_procs: dict[int, tuple] = {}  # pid -> (ppid, comm, cmdline, in_workload, first, last, ns_pid, cgroup)
         self.dirty_procs: set[int] = set()
         self.process_ok: dict[int, bool] = {}
+        self.listed: set[int] | None = None  # /proc's processes, listed once an interval when needed
         self.lost_total = 0
         self.workload_cpu_s = 0.0  # the workload's proc_cpu (user + system) so far, for the status line
         self.threads = None  # ThreadRecorder: per-thread tables (threads.py)
@@ -230,6 +231,7 @@ class Recorder:
             return None
         self.source.resume()
         workload = self._workload_pids()
+        self.listed = None
         proc = self.procs.sample([p for p in workload if self._is_process(p)])
         self.threads.rebaseline(workload, proc.thread_stats)
         self.host.sample()
@@ -342,10 +344,14 @@ class Recorder:
         """Whether ``pid`` is a thread-group leader; asked once per id: a live thread that is not
         its group's leader never becomes one under the same id, and the workload's ids include
         every thread's (re-reading /proc/TID/status for each of 512 threads every interval was a
-        quarter of the drain's file reads)."""
+        quarter of the drain's file reads). The new ids of an interval are looked up in one
+        listing of /proc, which names thread-group leaders only (reading each one's status file
+        took ~20 ms of the first drain beside 4 x 128 threads); an id that has exited is none."""
         ok = self.process_ok.get(pid)
         if ok is None:
-            ok = self.process_ok[pid] = is_process(pid)
+            if self.listed is None:
+                self.listed = set(all_pids())
+            ok = self.process_ok[pid] = pid in self.listed
         return ok
 
     def _note_process(self, pid: int, comm: str | None, in_workload: bool, now: float, ppid=None):
@@ -369,6 +375,7 @@ class Recorder:
         parents = self.source.parents()  # the tree map, read once an interval
         workload = self.work.pids(parents)
         parents = parents or {}
+        self.listed = None  # ids new since: listed after the tree was read (none is missed)
         live_workload = [p for p in workload if self._is_process(p)]
         if len(self.process_ok) > 2 * len(workload):  # ids that left the workload (pids are reused)
             self.process_ok = {p: ok for p, ok in self.process_ok.items() if p in workload}

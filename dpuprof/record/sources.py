@@ -47,7 +47,7 @@ from dpuprof.record.load.bcc_loader import import_bcc
 from dpuprof.record.stacks.classify import Classifier
 from dpuprof.record.stacks.perfmap import ENV as PYTHON_ENV
 from dpuprof.record.stacks.perfmap import python_frames_status
-from dpuprof.record.stacks.symbols import Symbolizer
+from dpuprof.record.stacks.symbols import Symbolizer, warm_kernel_symbols
 from dpuprof.record.workload.privilege import require_for_bpf
 from dpuprof.record.workload.procfs import all_pids, in_host_pidns
 
@@ -226,6 +226,7 @@ class BpfSource:
 
         try:
             classifier = Classifier(extra=self.opts.rules)
+            warm_kernel_symbols(bcc.BPF)
         finally:
             bpf, used, unavailable = loaded()  # waited for even when the rules fail: the child is reaped
         for name in probemod.PROBE_NAMES:

@@ -161,16 +161,3 @@ class ProcessTelemetry:
     def close(self) -> None:
         """Close the threads' schedstat files kept open (schedstat.py)."""
         self._schedstat.close()
-
-
-def is_process(pid: int) -> bool:
-    """True for a thread-group leader (a process), False for a thread id or a vanished pid."""
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("Tgid:"):
-                    return int(line.split()[1]) == pid
-    except OSError:
-        pass
-    return False
-
