@@ -17,13 +17,17 @@
 //                        summed per closer. tgid 0 where no close(2) was seen (a reset). Emptied
 //                        by each drain. (8192)
 //           sock_close_lost ARRAY [0] = closes not kept (sock_final full)
+//           sock_opened  ARRAY [0] = connections established on the host (each change to
+//                        ESTABLISHED): while it stays, sockdiag.py looks the known sockets up
+//                        one by one instead of dumping the whole hash table
 // Hooks:    raw tracepoint inet_sock_set_state (args: const struct sock *sk, int oldstate, int
 //           newstate). Reads at offsets from the running kernel's BTF
 //           (dpuprof/record/load/btf.py), defined by dpuprof/record/load/probes.py with
 //           SOCK_CLOSE_RAW: SC_PROTOCOL_OFF (sock.sk_protocol, 2 bytes), SC_COOKIE_OFF
 //           (sock.__sk_common.skc_cookie), SC_ACKED_OFF and SC_RECEIVED_OFF (tcp_sock.bytes_acked,
 //           bytes_received). Without them the probe is unavailable.
-// Overhead: one protocol read per state change; a map update at the close(2) transition and two
+// Overhead: one protocol read per state change; an array add at a change to ESTABLISHED; a map
+//           update at the close(2) transition and two
 //           map operations and three reads at TCP_CLOSE. Measured from the caller's side
 //           (sudo python3 benchmarks/sock_call_cost.py --rounds 5 --connections, 2026-12-06, 2-vCPU
 //           VM: connect, accept, 1 KiB each way and close, in one thread over loopback): 1,158 ns
@@ -49,6 +53,7 @@ struct sc_val { u64 acked; u64 received; };
 BPF_TABLE("lru_hash", u64, u32, sock_closer, 8192);
 BPF_HASH(sock_final, struct sc_key, struct sc_val, 8192);
 BPF_ARRAY(sock_close_lost, u64, 1);
+BPF_ARRAY(sock_opened, u64, 1);  // [0]: TCP connections established on the host (see Maps)
 
 RAW_TRACEPOINT_PROBE(inet_sock_set_state) {
     const char *sk = (const char *)ctx->args[0];
@@ -58,6 +63,13 @@ RAW_TRACEPOINT_PROBE(inet_sock_set_state) {
     if (proto != SC_TCP)
         return 0;
     u64 addr = (u64)sk;
+    if (newstate == SC_ESTABLISHED) {
+        int zero = 0;
+        u64 *opened = sock_opened.lookup(&zero);
+        if (opened)
+            __sync_fetch_and_add(opened, 1);
+        return 0;
+    }
     if ((oldstate == SC_ESTABLISHED && newstate == SC_FIN_WAIT1) ||
         (oldstate == SC_CLOSE_WAIT && newstate == SC_LAST_ACK)) {
         u32 tgid = bpf_get_current_pid_tgid() >> 32;

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import PYTHON, dpuprof, wait_for_intervals
 from dpuprof.record.drain import sockdiag
-from dpuprof.record.drain.sockdiag import SockCounters, diag_socket, dump, parse, socket_inodes
+from dpuprof.record.drain.sockdiag import SockCounters, diag_socket, dump, lookup, parse, socket_inodes
 from dpuprof.recording import load
 
 
@@ -119,6 +119,37 @@ def test_a_closed_sockets_last_bytes_count_once(tcp_pair):
     got = counters.sample([os.getpid()], closed=closed)
     assert got == [(os.getpid(), "tcp", "recv", 4_000, 0), (os.getpid(), "tcp", "send", 4_000, 0)]
     assert counters.sample([os.getpid()]) == []  # still listed: nothing counted twice
+
+
+def test_a_lookup_gives_the_dumps_rows_of_the_sockets_asked_for_and_none_once_closed(tcp_pair):
+    a, b = tcp_pair()
+    tcp_pair()  # another pair, not asked for
+    _move(a, b, 2_000)
+    ids: dict = {}
+    buf = bytearray(1 << 16)
+    rows = dump(diag_socket(), buf, ids)
+    ca, cb = _cookie(a, rows), _cookie(b, rows)
+    assert lookup(diag_socket(), buf, [ids[ca], ids[cb]]) == {ca: rows[ca], cb: rows[cb]}
+    a.close()
+    b.close()  # a in TIME_WAIT now (no counters), b gone
+    assert lookup(diag_socket(), buf, [ids[ca], ids[cb]]) == {}
+
+
+def test_between_dumps_the_known_sockets_are_looked_up_until_a_connection_is_opened(monkeypatch, tcp_pair):
+    a, b = tcp_pair()
+    counters = SockCounters()
+    counters.sample([os.getpid()], opened=1)  # the first sample dumps
+    dumps = []
+    real = sockdiag.dump
+    monkeypatch.setattr(sockdiag, "dump", lambda *args: dumps.append(1) or real(*args))
+    _move(a, b, 5_000)
+    assert counters.sample([os.getpid()], opened=1) == [(os.getpid(), "tcp", "recv", 5_000, 0),
+                                                       (os.getpid(), "tcp", "send", 5_000, 0)]
+    assert dumps == []  # looked up, not dumped
+    c, d = tcp_pair()  # sock_close would count this connection: opened 1 -> 2
+    _move(c, d, 3_000)
+    got = counters.sample([os.getpid()], opened=2)
+    assert dumps and (os.getpid(), "tcp", "send", 3_000 + SYN, 0) in got
 
 
 def test_a_connection_between_two_reads_counts_only_when_the_workload_closed_it():

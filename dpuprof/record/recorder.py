@@ -407,7 +407,7 @@ class Recorder:
         tables["lost"] = tables.get("lost", []) + thread_tables.pop("lost")
         tables.update(thread_tables)
         tables.update(host_tables)
-        tables.update(self.io.sample(live_workload, got.closed_sockets))  # net_io, events, block_io, sock_io
+        tables.update(self.io.sample(live_workload, got.closed_sockets, got.sockets_opened))  # net_io, events, block_io, sock_io
         tables.update(self.gpu.sample())  # gpu, gpu_process (dpuprof/record/drain/gpu.py)
         tables["recorder_cpu"] = self.own_cpu.sample()
         processes = [(pid, *self.known_procs[pid]) for pid in sorted(self.dirty_procs)]

@@ -75,7 +75,8 @@ class Drained:
     ``ran`` pids that were sampled, ``samples`` sampled (busy ``busy`` by top-level
     category), ``lost`` whole samples lost (map overflows), ``warnings`` lines for the user (a
     probe that stopped early), ``closed_sockets`` (cookie, tgid, bytes_acked, bytes_received) of
-    the TCP sockets closed since the last drain, for the socket counters (drain/sockdiag.py)."""
+    the TCP sockets closed since the last drain, and ``sockets_opened`` the count of TCP connections
+    established on the host (None without sock_close), for the socket counters (drain/sockdiag.py)."""
     tables: dict = field(default_factory=dict)
     stacks: list = field(default_factory=list)
     dropped_stacks: list = field(default_factory=list)
@@ -87,6 +88,7 @@ class Drained:
     lost: int = 0
     warnings: list = field(default_factory=list)
     closed_sockets: list = field(default_factory=list)
+    sockets_opened: int | None = None
 
 
 class Source(Protocol):
@@ -359,6 +361,7 @@ class BpfSource:
             t["sock_io"] = self.sock.drain()
         if self.sock_close:
             out.closed_sockets = self.sock_close.drain()
+            out.sockets_opened = self.sock_close.opened
         t["lost"] = self.lost.drain()
         t["probe_cost"] = self.cost.drain()
         self.cost.window(self.drains + 1)

@@ -32,8 +32,9 @@ class IoCounters:
         return {t: SOURCES[t] for t, c in (("net_io", self.net), ("block_io", self.disk), ("sock_io", self.sock))
                 if c is not None}
 
-    def sample(self, pids, closed_sockets=()) -> dict[str, list]:
-        """``closed_sockets``: the probe sock_close's rows since the last call (sockdiag.py)."""
+    def sample(self, pids, closed_sockets=(), sockets_opened: int | None = None) -> dict[str, list]:
+        """``closed_sockets``, ``sockets_opened``: the probe sock_close's rows since the last call
+        and its count of connections established (sockdiag.py)."""
         out = {}
         if self.net is not None:
             out["net_io"], retrans = self.net.sample(pids)
@@ -44,7 +45,7 @@ class IoCounters:
             # Where the device counters are read too, a namespace whose devices moved nothing is
             # not dumped (no socket in it moved payload).
             quiet = self.net.quiet if self.net is not None else frozenset()
-            out["sock_io"] = self.sock.sample(pids, quiet, closed_sockets)
+            out["sock_io"] = self.sock.sample(pids, quiet, closed_sockets, sockets_opened)
         return out
 
 

@@ -355,8 +355,11 @@ class SockCloseDrainer:
 
     def __init__(self, bpf):
         self.final = bpf["sock_final"]
+        self.opened_map = bpf["sock_opened"]
+        self.opened = 0  # TCP connections established on the host so far, at the last drain
 
     def drain(self) -> list[tuple[int, int, int, int]]:
+        self.opened = self.opened_map[ct.c_int(0)].value  # before the closes: a new one is not missed
         entries = snapshot(self.final)
         delete_keys(self.final, [k for k, _ in entries])
         return [(k.cookie, k.tgid, v.acked, v.received) for k, v in entries]

@@ -55,8 +55,16 @@ STATES = sum(1 << s for s in (1, 2, 4, 5, 7, 8, 9, 11))
 _NLMSG = struct.Struct("=IHHII")  # nlmsghdr: len, type, flags, seq, pid
 _REQ = struct.Struct("=BBBxI48x")  # inet_diag_req_v2: family, protocol, ext, states, sockid (any)
 _COOKIE_OFF, _INODE_OFF, _MSG_LEN = 44, 68, 72  # in struct inet_diag_msg (uapi/linux/inet_diag.h)
+_ID_LEN = 48  # struct inet_diag_sockid: ports, addresses, interface, cookie (msg + 4)
 _ACKED_OFF = 120  # tcpi_bytes_acked, then tcpi_bytes_received (uapi/linux/tcp.h, Linux >= 4.1)
 CLONE_NEWNET = 0x40000000
+# Between full dumps a namespace's known sockets are looked up one by one (``lookup``) while no TCP
+# connection was established on the host since the last dump (the probe sock_close counts them)
+# and it holds at most EXACT_MAX: a dump walks the whole established-socket hash table (1.6 ms of
+# CPU an interval here, 262,144 buckets x 2 families: benchmarks/sockdiag_cost.py), a lookup finds
+# one socket. A full dump at least every DUMP_EVERY samples all the same.
+EXACT_MAX = 64
+DUMP_EVERY = 10
 
 
 def request(family: int) -> bytes:
@@ -65,9 +73,10 @@ def request(family: int) -> bytes:
     return _NLMSG.pack(_NLMSG.size + len(body), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, 0, 0) + body
 
 
-def parse(buf, n: int, out: dict) -> bool:
+def parse(buf, n: int, out: dict, ids: dict | None = None) -> bool:
     """Add {cookie: (inode, bytes_acked, bytes_received)} of the sockets in ``buf[:n]`` (netlink
-    messages) to ``out``; True once the dump's end is in it. OSError for an error message."""
+    messages) to ``out``, and {cookie: (family, its inet_diag_sockid as bytes)} to ``ids``; True
+    once the dump's end is in it. OSError for an error message."""
     off = 0
     while off + _NLMSG.size <= n:
         length, kind = _NLMSG.unpack_from(buf, off)[:2]
@@ -89,19 +98,47 @@ def parse(buf, n: int, out: dict) -> bool:
                     break
                 if atype == INET_DIAG_INFO and alen >= 4 + _ACKED_OFF + 16:
                     out[cookie] = (inode, *struct.unpack_from("=QQ", buf, attr + 4 + _ACKED_OFF))
+                    if ids is not None:
+                        ids[cookie] = (buf[msg], bytes(buf[msg + 4:msg + 4 + _ID_LEN]))
                 attr += (alen + 3) & ~3
         off += (length + 3) & ~3
     return False
 
 
-def dump(sock: socket.socket, buf: bytearray) -> dict[int, tuple[int, int, int]]:
+def dump(sock: socket.socket, buf: bytearray, ids: dict | None = None) -> dict[int, tuple[int, int, int]]:
     """{cookie: (inode, bytes_acked, bytes_received)} of every IPv4 and IPv6 TCP socket that
-    ``sock`` (a NETLINK_SOCK_DIAG socket) sees: those of its network namespace."""
+    ``sock`` (a NETLINK_SOCK_DIAG socket) sees: those of its network namespace (their ids into
+    ``ids``, as ``parse``)."""
     out: dict[int, tuple[int, int, int]] = {}
     for family in (socket.AF_INET, socket.AF_INET6):
         sock.send(request(family))
-        while not parse(buf, sock.recv_into(buf), out):
+        while not parse(buf, sock.recv_into(buf), out, ids):
             pass
+    return out
+
+
+def lookup(sock: socket.socket, buf: bytearray, wanted: list[tuple[int, bytes]]) -> dict[int, tuple[int, int, int]]:
+    """``dump``'s rows of the sockets ``wanted`` [(family, inet_diag_sockid)] only: one exact
+    request each (the kernel finds each in its hash table, where a dump walks every bucket of it),
+    sent together. A socket gone since (an error reply: ENOENT, or ESTALE for its id reused) has
+    no row."""
+    reqs = b"".join(_NLMSG.pack(_NLMSG.size + _REQ.size, SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST, seq, 0)
+                    + _REQ.pack(family, socket.IPPROTO_TCP, 1 << (INET_DIAG_INFO - 1), 0xFFFFFFFF)[:8] + sockid
+                    for seq, (family, sockid) in enumerate(wanted))
+    sock.send(reqs)
+    out: dict[int, tuple[int, int, int]] = {}
+    replies = 0
+    while replies < len(wanted):
+        n = sock.recv_into(buf)
+        off = 0
+        while off + _NLMSG.size <= n:
+            length, kind = _NLMSG.unpack_from(buf, off)[:2]
+            if length < _NLMSG.size:
+                break
+            replies += 1
+            if kind == SOCK_DIAG_BY_FAMILY:
+                parse(buf[off:off + length], length, out)
+            off += (length + 3) & ~3
     return out
 
 
@@ -164,6 +201,9 @@ class SockCounters:
     bytes since their last dump no dump can give."""
 
     def __init__(self):
+        self.ids: dict[int, tuple[int, bytes]] = {}  # cookie -> (family, inet_diag_sockid), from dumps
+        self.opened: int | None = None  # sock_close's count of connections established, at the last sample
+        self.samples = 0
         self.netns = Namespaces()
         self.socks: dict[str, socket.socket | None] = {}  # netns -> its sock_diag socket
         self.prev: dict[int, tuple[str, int, int, int]] = {}  # cookie -> (netns, inode, acked, received)
@@ -174,10 +214,12 @@ class SockCounters:
         self.primed = False
         self.new_ns: set[str] = set()
 
-    def sample(self, pids, quiet=frozenset(), closed=()) -> list[tuple]:
+    def sample(self, pids, quiet=frozenset(), closed=(), opened: int | None = None) -> list[tuple]:
         """The rows since the previous call. Namespaces in ``quiet`` (whose devices moved no bytes
         since then, so no socket in them moved payload) are not dumped: a dump walks the kernel's
-        whole established-socket hash table, whatever it holds (header)."""
+        whole established-socket hash table, whatever it holds (header). ``opened``: the count of
+        TCP connections established on the host so far (probes/sock_close.bpf.c), or None
+        (without the probe): while it stays, the known sockets are looked up, not dumped."""
         pids = set(pids)
         moved: list[tuple[int, int, int, int, int]] = []  # (cookie, inode, sent, received, closer)
         for cookie, closer, acked, received in closed:
@@ -189,7 +231,10 @@ class SockCounters:
             elif last is not None:
                 moved.append((cookie, last[1], acked - last[2], received - last[3], closer))
                 self.prev[cookie] = (last[0], last[1], acked, received)  # if still listed: moved nothing more
-        cur = self._dump(pids, quiet)
+        exact = opened is not None and opened == self.opened and self.samples % DUMP_EVERY != 0
+        cur = self._dump(pids, quiet, exact)
+        self.opened = opened
+        self.samples += 1
         for cookie, row in cur.items():
             before = self.prev.get(cookie)
             if before is None and (row[0] in self.new_ns or not self.primed):
@@ -198,13 +243,16 @@ class SockCounters:
             if row[2] > a0 or row[3] > r0:
                 moved.append((cookie, row[1], row[2] - a0, row[3] - r0, 0))
         self.gone = {c: row for c, row in self.prev.items() if c not in cur}
+        if len(self.ids) > 2 * len(cur) + 64:  # the ids of sockets long gone
+            self.ids = {c: sockid for c, sockid in self.ids.items() if c in cur}
         self.prev = cur
         self.primed = True
         return self._rows(moved, pids)
 
-    def _dump(self, pids: set[int], quiet) -> dict[int, tuple[str, int, int, int]]:
+    def _dump(self, pids: set[int], quiet, exact: bool) -> dict[int, tuple[str, int, int, int]]:
         """{cookie: (netns, inode, acked, received)} of the sockets now; a quiet namespace's as
-        they were. ``new_ns``: the namespaces read for the first time (their sockets: baselines)."""
+        they were. ``new_ns``: the namespaces read for the first time (their sockets: baselines).
+        ``exact``: a namespace read before may have its known sockets looked up instead (header)."""
         reps = self.netns.reps(pids)
         for ns in [n for n in self.socks if n not in reps]:  # no workload process left in it
             sock = self.socks.pop(ns)
@@ -218,8 +266,15 @@ class SockCounters:
                 self.new_ns.add(ns)
             elif ns in quiet:
                 continue
-            if self.socks[ns] is not None:
-                cur.update((c, (ns, *row)) for c, row in dump(self.socks[ns], self.buf).items())
+            sock = self.socks[ns]
+            if sock is None:
+                continue
+            known = [c for c, row in self.prev.items() if row[0] == ns]
+            if exact and ns not in self.new_ns and len(known) <= EXACT_MAX and all(c in self.ids for c in known):
+                got = lookup(sock, self.buf, [self.ids[c] for c in known]) if known else {}
+            else:
+                got = dump(sock, self.buf, self.ids)
+            cur.update((c, (ns, *row)) for c, row in got.items())
         return cur
 
     def _rows(self, moved, pids: set[int]) -> list[tuple]:
@@ -255,4 +310,4 @@ class SockCounters:
         self.searched = pids if unknown else (self.searched & pids) | (new_pids if retry else set())
 
 
-__all__ = ["SockCounters", "diag_socket", "diag_socket_in", "dump", "parse", "request", "socket_inodes"]
+__all__ = ["SockCounters", "diag_socket", "diag_socket_in", "dump", "lookup", "parse", "request", "socket_inodes"]
