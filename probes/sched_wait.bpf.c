@@ -27,10 +27,11 @@
 //           sw_waits    HASH (tid, tgid, state, waker tgid, waker tid) -> {ns, count}, cumulative,
 //                       main threads only (tid = tgid)
 //                                                                                   (16384 entries)
-//           sw_outside  PERCPU_ARRAY [0] = {tid, tree_gen}: the last main thread this CPU woke that
-//                       is not the workload's, with the generation of `tree` it was looked up in
-//                       (proc_tree.bpf.c), so that its next wake-up on this CPU costs two array
-//                       reads instead of two hash misses (see Overhead)
+//           sw_outside  PERCPU_ARRAY [0] = {task, tree_gen}: the last task this CPU woke whose
+//                       waits are not measured (not a main thread, or not the workload's), with
+//                       the generation of `tree` it was looked up in (proc_tree.bpf.c), so that
+//                       its next wake-up on this CPU costs two array reads and no kernel read
+//                       or hash lookup (see Overhead)
 //           sw_span     PERCPU_ARRAY [0] = a copy of the wakee's task_struct from __state to
 //                       se.sum_exec_runtime (sw_read_fields)
 //           sw_preempt_at PERCPU_ARRAY [0] = the address of this CPU's preempt count (sw_in_interrupt)
@@ -54,24 +55,23 @@
 //           task-context ones agreed. (Where the tracepoint's arguments lie, the task's stack or
 //           the CPU's interrupt stack, would not do: x86-64 runs an interrupt that arrives in
 //           user mode on the task's own stack; 1.5 % of block completions read as task context.)
-// Overhead: per wake-up on the host: one kernel read (pid and tgid); of a main thread, two array
-//           reads (the generation, this CPU's sw_outside) and, unless sw_outside names it, one
-//           hash lookup (two outside the workload); of a workload main thread, one read of a span
-//           of its task (four fields) and two reads more, a clock read, one read to tell interrupt
-//           context and two hash updates (until 2026-12-06, ten reads in all where there are
-//           four: sched_waking 561 -> 430 ns x 24k/s on an iperf3 flood, one round of
-//           `benchmarks/hot_loads.py --duration 10 --rounds 1 --loads iperf3,fio`).
-//           sw_outside is for the kernel threads: under fio 81 % of all wake-ups were of
-//           ksoftirqd, 13 % of kworkers (bpftrace, 2026-12-06), each a main thread outside the
-//           workload that paid two hash misses; sched_waking went from 147 to 118 ns x ~190k/s
-//           (`benchmarks/hot_loads.py --duration 10 --rounds 1 --loads fio,iperf3,wake-4x128`,
-//           93e6001 against this; iperf3 537 -> 568 ns, wake-4x128 120 -> 128 ns: one round).
-//           Measured (benchmarks/hot_loads.py, benchmarks/HOT_LOADS.md: 2026-12-05 13:05, 2-vCPU
-//           VM): sched_waking 93 ns x 74,568/s beside 4 x 128 threads that hash and sleep (0.69 %
-//           of a core; 513 ns while every thread's waits were measured: HOT_LOADS.md at b5df0dd),
-//           341 ns x 18,844/s on an iperf3 flood (single-threaded: every wake-up measured; 312 ns
-//           with the interrupt flags, whose six programs cost more), 71 ns x 190,746/s under fio
-//           (the floor; 1.35 % of a core).
+// Overhead: per wake-up on the host: two array reads (the generation, this CPU's sw_outside); unless
+//           sw_outside names the wakee, one kernel read (pid and tgid); of a main thread, one hash
+//           lookup (two outside the workload); of a workload main thread, one read of a span of
+//           its task (four fields) and two reads more, a clock read, one read to tell interrupt
+//           context and two hash updates.
+//           Measured (benchmarks/hot_loads.py --duration 10 --rounds 1, 2-vCPU VM, 2026-12-06,
+//           each change against the one before, in one run): sched_waking 561 -> 430 ns x 24k/s
+//           on an iperf3 flood (the span read and the preempt count's address kept: ten reads a
+//           measured wake-up were four); under fio 147 -> 118 ns x ~190k/s once a main thread
+//           outside the workload skipped its two hash misses (81 % of fio's wake-ups are of
+//           ksoftirqd, 13 % of kworkers: bpftrace), and the floor itself: an empty program here
+//           runs 61 ns a wake-up under fio, one with the kernel read 98, one that first compares
+//           the wakee with the CPU's last one skipped 75 (benchmarks/sched_waking_floor.py
+//           --rounds 2: 61.3, 96.4, 75.0); so sw_outside holds the wakee's task, compared before
+//           any read: fio 112 -> 93 ns, 4 x 128 threads 194 -> 147 ns, iperf3 432 -> 437 ns.
+//           Until 2026-12-05 every thread's waits were measured: 513 ns x 74,568/s beside 4 x 128
+//           threads that hash and sleep (HOT_LOADS.md at b5df0dd).
 #include <uapi/linux/ptrace.h>
 #ifndef TASK_COMM_LEN  // not <linux/sched.h>: it pulls in most of the kernel's headers (probes/cpu_sample.bpf.c)
 #define TASK_COMM_LEN 16
@@ -102,7 +102,7 @@ struct sw_wait_val { u64 ns; u64 count; };
 BPF_HASH(sw_threads, u32, struct sw_thread, 16384);
 BPF_HASH(sw_waits, struct sw_wait_key, struct sw_wait_val, 16384);
 BPF_ARRAY(sw_lost, u64, 3);
-struct sw_outside_val { u32 tid; u32 gen; };
+struct sw_outside_val { u64 task; u32 gen; u32 pad; };
 BPF_PERCPU_ARRAY(sw_outside, struct sw_outside_val, 1);
 BPF_PERCPU_ARRAY(sw_preempt_at, u64, 1);  // [0]: this CPU's preempt count's address (0: not yet found)
 
@@ -244,29 +244,33 @@ static inline int sw_read_fields(u64 task, struct sw_fields *f) {
 // main thread costs one kernel read; a main thread outside the workload, two hash misses more.
 RAW_TRACEPOINT_PROBE(sched_waking) {
     u64 task = ctx->args[0];
-#if SW_TGID_OFF == SW_PID_OFF + 4  // pid and tgid side by side, as in every kernel since 2.6: one read
-    u64 ids = sw_read_u64(task, SW_PID_OFF);
-    u32 tid = (u32)ids;
-    if (tid != (u32)(ids >> 32))
-        return 0;  // not a main thread: its waits are not measured
-#else
-    u32 tid = sw_read_u32(task, SW_PID_OFF);
-    if (tid != sw_read_u32(task, SW_TGID_OFF))
-        return 0;
-#endif
     int zero = 0;
     u32 *gen = tree_gen.lookup(&zero);
     struct sw_outside_val *outside = sw_outside.lookup(&zero);
     if (!gen || !outside)
         return 0;
     u32 g = *gen;  // read before the lookups: a task that joins meanwhile changes it
-    if (outside->tid == tid && outside->gen == g)
-        return 0;  // this CPU found it outside the workload, and nothing joined since
-    struct sw_thread *t = sw_get(tid, task);
+    if (outside->task == task && outside->gen == g)
+        return 0;  // this CPU's last wakee not measured, and nothing joined the tree since
+#if SW_TGID_OFF == SW_PID_OFF + 4  // pid and tgid side by side, as in every kernel since 2.6: one read
+    u64 ids = sw_read_u64(task, SW_PID_OFF);
+    u32 tid = (u32)ids;
+    int main_thread = tid == (u32)(ids >> 32);
+#else
+    u32 tid = sw_read_u32(task, SW_PID_OFF);
+    int main_thread = tid == sw_read_u32(task, SW_TGID_OFF);
+#endif
+    struct sw_thread *t = main_thread ? sw_threads.lookup(&tid) : NULL;
     if (!t) {
-        outside->tid = tid;
-        outside->gen = g;
-        return 0;
+        if (!main_thread || !tree.lookup(&tid)) {
+            // Not a main thread (its waits are not measured), or one outside the workload.
+            outside->task = task;
+            outside->gen = g;
+            return 0;
+        }
+        t = sw_get(tid, task);  // first sight of a workload main thread
+        if (!t)
+            return 0;  // sw_threads is full (counted)
     }
     struct sw_fields f = {};
     if (!sw_read_fields(task, &f))
