@@ -5,8 +5,9 @@ previous reading and returns deltas. The CPU sample counts are double-buffered i
 probes/cpu_sample.bpf.c) because their stack maps must be emptied.
 
 bcc 0.26's ``StackTrace.clear()`` does nothing (``def clear(self): pass``), so the stack maps are
-emptied here by deleting every id (``clear_stack_map``); left full, ``bpf_get_stackid`` fails with
--EEXIST on every bucket collision and stack loss grows with the run's length.
+emptied here by deleting the ids the drained samples name (``delete_stack_ids``), and every id
+the map holds every CLEAR_WALK_EVERY drains (``clear_stack_map``); left full, ``bpf_get_stackid``
+fails with -EEXIST on every bucket collision and stack loss grows with the run's length.
 """
 
 from __future__ import annotations

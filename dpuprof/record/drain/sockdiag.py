@@ -31,7 +31,10 @@ bytes and are not known yet; every other socket's bytes are filed under pid 0 (t
 
 The probe sock_close (probes/sock_close.bpf.c, one program per TCP state change, never per packet
 or call) keeps each socket's counters at its close and the process that closed it: the bytes
-since a socket's last dump, and all of a workload connection that lived between two dumps.
+since a socket's last dump, and all of a workload connection that lived between two dumps. It
+also counts the connections established on the host: while that count stays, the sockets a dump
+found are read back one by one (``lookup``), which costs a hash lookup each where a dump walks
+the whole table.
 """
 
 from __future__ import annotations
@@ -121,15 +124,20 @@ def lookup(sock: socket.socket, buf: bytearray, wanted: list[tuple[int, bytes]])
     """``dump``'s rows of the sockets ``wanted`` [(family, inet_diag_sockid)] only: one exact
     request each (the kernel finds each in its hash table, where a dump walks every bucket of it),
     sent together. A socket gone since (an error reply: ENOENT, or ESTALE for its id reused) has
-    no row."""
+    no row. The kernel answers every request within the send (sock_diag runs in the sender's
+    context), so the replies are read without waiting; OSError when fewer than one a request are
+    there (the caller dumps instead)."""
     reqs = b"".join(_NLMSG.pack(_NLMSG.size + _REQ.size, SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST, seq, 0)
                     + _REQ.pack(family, socket.IPPROTO_TCP, 1 << (INET_DIAG_INFO - 1), 0xFFFFFFFF)[:8] + sockid
-                    for seq, (family, sockid) in enumerate(wanted))
+                    for seq, (family, sockid) in enumerate(wanted, 1))
     sock.send(reqs)
     out: dict[int, tuple[int, int, int]] = {}
     replies = 0
     while replies < len(wanted):
-        n = sock.recv_into(buf)
+        try:
+            n = sock.recv_into(buf, 0, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            raise OSError(f"sock_diag: {replies} replies to {len(wanted)} requests") from None
         off = 0
         while off + _NLMSG.size <= n:
             length, kind = _NLMSG.unpack_from(buf, off)[:2]
@@ -270,9 +278,13 @@ class SockCounters:
             if sock is None:
                 continue
             known = [c for c, row in self.prev.items() if row[0] == ns]
+            got = None
             if exact and ns not in self.new_ns and len(known) <= EXACT_MAX and all(c in self.ids for c in known):
-                got = lookup(sock, self.buf, [self.ids[c] for c in known]) if known else {}
-            else:
+                try:
+                    got = lookup(sock, self.buf, [self.ids[c] for c in known]) if known else {}
+                except OSError:
+                    pass  # a reply missing: dumped instead
+            if got is None:
                 got = dump(sock, self.buf, self.ids)
             cur.update((c, (ns, *row)) for c, row in got.items())
         return cur
