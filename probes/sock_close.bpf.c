@@ -33,7 +33,7 @@
 //           VM: connect, accept, 1 KiB each way and close, in one thread over loopback): 1,158 ns
 //           a connection (388-1,783 over 5 rounds; a connection's life is 66 us there), so 1 %
 //           of a core at ~9,000 connections a second. Nothing per packet or socket call. On the
-//           loads of benchmarks/HOT_LOADS.md (2026-12-06, BPF statistics on) it ran 0.5 times a
+//           loads of benchmarks/HOT_LOADS.md at abaff7e (2026-12-06, BPF statistics on) it ran 0.5 times a
 //           second at 147 ns (iperf3: its two connections' state changes).
 #include <uapi/linux/ptrace.h>
 #ifndef SOCK_CLOSE_RAW
