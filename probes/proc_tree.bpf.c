@@ -18,8 +18,10 @@
 //                             thread exits; user space takes what changed since its last /proc
 //                             reading and deletes the entry (drain/accounting.py)  (8192 entries)
 //           tree_gen    ARRAY [0] = a generation of `tree`, changed whenever a task joins it (by a
-//                             fork here, by user space's seeding): sched_wait caches, per CPU, the
-//                             last task it found outside the workload, valid within one generation
+//                             fork here, by user space's seeding) and at each exec (a thread that
+//                             execs becomes its process's main thread): sched_wait keeps, per CPU,
+//                             the last task whose waits it does not measure, valid within one
+//                             generation
 //           tree_lost   ARRAY [0] = forks not recorded because `tree` was full,
 //                             [1] = execs not recorded because `execs` was full,
 //                             [2] = process exits not recorded because `exit_cpu` was full
@@ -73,6 +75,9 @@ TRACEPOINT_PROBE(sched, sched_process_exec) {
     u64 now = bpf_ktime_get_ns();
     if (execs.update(&tgid, &now) != 0)
         tree_count_lost(1);
+    u32 *gen = tree_gen.lookup(&zero);
+    if (gen)  // a thread that execs becomes its process's main thread: sched_wait forgets it was not
+        __sync_fetch_and_add(gen, 1);
     return 0;
 }
 
