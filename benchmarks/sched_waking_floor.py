@@ -11,6 +11,10 @@ random O_DIRECT reads on a loop device over a tmpfs file (benchmarks/hot_workloa
     empty       return at once
     read        one kernel read (the wakee's pid and tgid), then return
     last_task   compare the wakee with this CPU's last one, skipped; the read only on a miss
+    last_two    the same with two slots (by a bit of the task's address)
+
+2026-12-06, --rounds 2: 64.6, 103.1, 74.7 and 69.0 ns a run (a second slot saves 6 ns more, 0.1 %
+of a core at 174k wake-ups a second: probes/sched_wait.bpf.c keeps one).
 
 The task_struct offset of pid comes from the kernel's BTF. Run as root on a quiet machine:
 
@@ -51,6 +55,20 @@ VARIANTS = {
         *seen = ctx->args[0];
         u64 ids = 0;
         bpf_probe_read_kernel(&ids, 8, (void *)(ctx->args[0] + PID_OFF));
+        return (u32)ids == (u32)(ids >> 32);
+    }""",
+    "last_two": """struct two { u64 task[2]; };
+    BPF_PERCPU_ARRAY(last, struct two, 1);
+    RAW_TRACEPOINT_PROBE(sched_waking) {
+        int zero = 0;
+        struct two *seen = last.lookup(&zero);
+        u64 task = ctx->args[0];
+        u32 slot = (task >> 12) & 1;
+        if (!seen || seen->task[slot] == task)
+            return 0;
+        seen->task[slot] = task;
+        u64 ids = 0;
+        bpf_probe_read_kernel(&ids, 8, (void *)(task + PID_OFF));
         return (u32)ids == (u32)(ids >> 32);
     }""",
 }
