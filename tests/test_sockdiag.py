@@ -152,6 +152,23 @@ def test_between_dumps_the_known_sockets_are_looked_up_until_a_connection_is_ope
     assert dumps and (os.getpid(), "tcp", "send", 3_000 + SYN, 0) in got
 
 
+def test_a_failed_dump_keeps_the_last_reading_and_counts_it_next_time(monkeypatch, tcp_pair):
+    a, b = tcp_pair()
+    counters = SockCounters()
+    counters.sample([os.getpid()])
+    _move(a, b, 6_000)
+    real = sockdiag.dump
+
+    def refused(*args):
+        raise OSError(1, "sock_diag: Operation not permitted")
+
+    monkeypatch.setattr(sockdiag, "dump", refused)
+    assert counters.sample([os.getpid()]) == []  # nothing read, nothing lost
+    monkeypatch.setattr(sockdiag, "dump", real)
+    assert counters.sample([os.getpid()]) == [(os.getpid(), "tcp", "recv", 6_000, 0),
+                                              (os.getpid(), "tcp", "send", 6_000, 0)]
+
+
 def test_a_connection_between_two_reads_counts_only_when_the_workload_closed_it():
     counters = SockCounters()
     counters.sample([os.getpid()])
