@@ -8,8 +8,11 @@ interval: 0.9 us a thread against 5.1 us for open, read and close (500 sleeping 
 to the thread it was opened for: once that thread has exited a read fails (ESRCH), also when a
 new thread took its id, and the file is closed (and opened anew for the new thread).
 
-At most half the soft RLIMIT_NOFILE is kept open (the process's limit is left as it is: the
-workload inherits nothing from here); threads past that are read with open, read and close.
+At most MAX_OPEN files, and half the soft RLIMIT_NOFILE, are kept open (the process's limit is
+left as it is: the workload inherits nothing from here); threads past that are read with open,
+read and close. An open /proc file keeps the page its text is printed into (seq_file), so 4,096
+of them hold ~16 MB of kernel memory, charged to the recorder (system-wide, every thread on the
+host would be one).
 """
 
 from __future__ import annotations
@@ -18,13 +21,14 @@ import os
 import resource
 
 _RESERVED_FDS = 64  # left for everything else the recorder opens
+MAX_OPEN = 4096
 
 
 def _fd_budget() -> int:
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         soft = 1 << 20
-    return max(0, min(soft // 2 - _RESERVED_FDS, 1 << 16))
+    return max(0, min(soft // 2 - _RESERVED_FDS, MAX_OPEN))
 
 
 def _parse(data: bytes) -> tuple[int, int]:
@@ -34,8 +38,8 @@ def _parse(data: bytes) -> tuple[int, int]:
 
 class SchedstatFiles:
     """``read(pid)`` -> {tid: (on_cpu_ns, runq_ns)} of every live thread of ``pid``; ``forget``
-    and ``close`` release the files. ``max_open``: files kept open at most (default: half the
-    soft RLIMIT_NOFILE, less a reserve)."""
+    and ``close`` release the files. ``max_open``: files kept open at most (default: MAX_OPEN, or
+    half the soft RLIMIT_NOFILE less a reserve where that is fewer)."""
 
     def __init__(self, max_open: int | None = None):
         self.max_open = _fd_budget() if max_open is None else max_open
