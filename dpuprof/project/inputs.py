@@ -39,6 +39,9 @@ class ProjectionInput:
     ``cpu_count`` host CPUs, ``duration_s`` wall seconds; capacity = cpu_count x duration_s.
     ``detached``: the uprobes that stopped early (dpuprof.recording.partial.DetachedProbe), whose
     rows in codec_calls/collectives are partial (project/codecs.py scales or bounds them).
+    ``waits_measured``: False when the threads' waits were not recorded (no sched_wait probe:
+    ``record --light``, or a --probes list without it), so thread_wait is empty for want of a probe,
+    not of waits: the critical path has no inputs then, although thread_time has rows.
 
     Rows of the ``observer`` category (samples in dpuprof's own BPF programs: the recorder's cost,
     docs/taxonomy.md) are dropped from ``cpu_category``, ``stacks`` and ``thread_category`` here,
@@ -53,6 +56,7 @@ class ProjectionInput:
     frames: dict = field(default_factory=dict)
     source: str = ""
     detached: tuple = ()
+    waits_measured: bool = True
 
     def __post_init__(self) -> None:
         self.frames = {name: _without_observer(name, df) for name, df in self.frames.items()}
@@ -98,6 +102,7 @@ def from_recording(rec) -> ProjectionInput:
     if not duration or duration <= 0:
         raise UserError(f"{where}: the recording has no duration (no intervals); record for longer")
     frames = {name: rec.table(name) for name in USED_TABLES}
+    waits = "sched_wait" in (rec.meta.get("probes_used") or ()) or not frames["thread_wait"].empty
     return ProjectionInput(cpu_count=int(cpu_count), duration_s=float(duration),
                            workload_pids=set(rec.workload_pids), frames=frames, source=where,
-                           detached=tuple(partial.detached(rec.meta, frames["intervals"])))
+                           detached=tuple(partial.detached(rec.meta, frames["intervals"])), waits_measured=waits)

@@ -38,13 +38,13 @@ def job_speedup(inp: ProjectionInput, dem: pd.DataFrame, rows: pd.DataFrame,
                         inp.table("markers"), requested)
     frames = {name: inp.table(name) for name in ("thread_time", "threads", "thread_wait", "thread_category",
                                                  "cpu_category", "processes", "gpu")}
-    job = paths.build(frames, inp.workload_pids, inp.cpu_count, win, rows)
+    job = paths.build(frames, inp.workload_pids, inp.cpu_count, win, rows) if inp.waits_measured else None
     base = {"pays": proxy["pays"], "workload_cpu_s": proxy["workload_cpu_s"],
             "workload_freed_s": proxy["workload_freed_s"], "other_freed_s": proxy["other_freed_s"],
             "other_infrastructure_s": proxy["other_infrastructure_s"], "freed_s": proxy["freed_s"],
             "contention_proxy": proxy["expected"], "window": win.as_dict()}
     if job is None or not job.ranks:
-        why = ("the recording has no per-thread scheduling data (schema v1, or recorded without the "
+        why = ("the recording has no per-thread waits (schema v1, or recorded without the "
                "sched_wait probe: dpuprof record --light, or a --probes list without sched_wait)" if job is None else "no rank thread was busy in the window")
         return {**base, "low": 1.0, "expected": proxy["expected"], "high": proxy["high"], "regime": "unknown",
                 "regime_why": why + ": expected is the CPU-contention proxy T / (T - F_job), and high adds the "
