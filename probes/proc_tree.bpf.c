@@ -44,6 +44,14 @@ BPF_ARRAY(tree_lost, u64, 3);
 BPF_ARRAY(tree_gen, u32, 1);
 BPF_HASH(exit_cpu, u32, u64, 8192);
 
+// A new generation of `tree` (see tree_gen).
+static inline void tree_new_generation(void) {
+    int zero = 0;
+    u32 *gen = tree_gen.lookup(&zero);
+    if (gen)
+        __sync_fetch_and_add(gen, 1);
+}
+
 static inline void tree_count_lost(int idx) {
     u64 *lost = tree_lost.lookup(&idx);
     if (lost)
@@ -59,10 +67,7 @@ TRACEPOINT_PROBE(sched, sched_process_fork) {
         tree_count_lost(0);
         return 0;
     }
-    int zero = 0;
-    u32 *gen = tree_gen.lookup(&zero);
-    if (gen)
-        __sync_fetch_and_add(gen, 1);
+    tree_new_generation();
     return 0;
 }
 
@@ -75,9 +80,7 @@ TRACEPOINT_PROBE(sched, sched_process_exec) {
     u64 now = bpf_ktime_get_ns();
     if (execs.update(&tgid, &now) != 0)
         tree_count_lost(1);
-    u32 *gen = tree_gen.lookup(&zero);
-    if (gen)  // a thread that execs becomes its process's main thread: sched_wait forgets it was not
-        __sync_fetch_and_add(gen, 1);
+    tree_new_generation();  // a thread that execs becomes its process's main thread (sched_wait)
     return 0;
 }
 

@@ -76,35 +76,49 @@ def request(family: int) -> bytes:
     return _NLMSG.pack(_NLMSG.size + len(body), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, 0, 0) + body
 
 
-def parse(buf, n: int, out: dict, ids: dict | None = None) -> bool:
-    """Add {cookie: (inode, bytes_acked, bytes_received)} of the sockets in ``buf[:n]`` (netlink
-    messages) to ``out``, and {cookie: (family, its inet_diag_sockid as bytes)} to ``ids``; True
-    once the dump's end is in it. OSError for an error message."""
+def _messages(buf, n: int):
+    """(offset, length, type) of each whole netlink message in ``buf[:n]``."""
     off = 0
     while off + _NLMSG.size <= n:
         length, kind = _NLMSG.unpack_from(buf, off)[:2]
         if length < _NLMSG.size:
+            return
+        yield off, length, kind
+        off += (length + 3) & ~3
+
+
+def _add_socket(buf, off: int, length: int, out: dict, ids: dict | None) -> None:
+    """The socket of the SOCK_DIAG_BY_FAMILY message at ``buf[off:off + length]`` into ``out``
+    and ``ids`` (as ``parse``); nothing when it carries no tcp_info."""
+    if length < _NLMSG.size + _MSG_LEN:
+        return
+    msg = off + _NLMSG.size
+    (cookie,) = struct.unpack_from("=Q", buf, msg + _COOKIE_OFF)
+    (inode,) = struct.unpack_from("=I", buf, msg + _INODE_OFF)
+    attr, end = msg + _MSG_LEN, off + length
+    while attr + 4 <= end:
+        alen, atype = struct.unpack_from("=HH", buf, attr)
+        if alen < 4:
             break
+        if atype == INET_DIAG_INFO and alen >= 4 + _ACKED_OFF + 16:
+            out[cookie] = (inode, *struct.unpack_from("=QQ", buf, attr + 4 + _ACKED_OFF))
+            if ids is not None:
+                ids[cookie] = (buf[msg], bytes(buf[msg + 4:msg + 4 + _ID_LEN]))
+        attr += (alen + 3) & ~3
+
+
+def parse(buf, n: int, out: dict, ids: dict | None = None) -> bool:
+    """Add {cookie: (inode, bytes_acked, bytes_received)} of the sockets in ``buf[:n]`` (netlink
+    messages) to ``out``, and {cookie: (family, its inet_diag_sockid as bytes)} to ``ids``; True
+    once the dump's end is in it. OSError for an error message."""
+    for off, length, kind in _messages(buf, n):
         if kind == NLMSG_DONE:
             return True
         if kind == NLMSG_ERROR:
             errno = -struct.unpack_from("=i", buf, off + _NLMSG.size)[0]
             raise OSError(errno, f"sock_diag: {os.strerror(errno)}")
-        if kind == SOCK_DIAG_BY_FAMILY and length >= _NLMSG.size + _MSG_LEN:
-            msg = off + _NLMSG.size
-            (cookie,) = struct.unpack_from("=Q", buf, msg + _COOKIE_OFF)
-            (inode,) = struct.unpack_from("=I", buf, msg + _INODE_OFF)
-            attr, end = msg + _MSG_LEN, off + length
-            while attr + 4 <= end:
-                alen, atype = struct.unpack_from("=HH", buf, attr)
-                if alen < 4:
-                    break
-                if atype == INET_DIAG_INFO and alen >= 4 + _ACKED_OFF + 16:
-                    out[cookie] = (inode, *struct.unpack_from("=QQ", buf, attr + 4 + _ACKED_OFF))
-                    if ids is not None:
-                        ids[cookie] = (buf[msg], bytes(buf[msg + 4:msg + 4 + _ID_LEN]))
-                attr += (alen + 3) & ~3
-        off += (length + 3) & ~3
+        if kind == SOCK_DIAG_BY_FAMILY:
+            _add_socket(buf, off, length, out, ids)
     return False
 
 
@@ -138,15 +152,10 @@ def lookup(sock: socket.socket, buf: bytearray, wanted: list[tuple[int, bytes]])
             n = sock.recv_into(buf, 0, socket.MSG_DONTWAIT)
         except BlockingIOError:
             raise OSError(f"sock_diag: {replies} replies to {len(wanted)} requests") from None
-        off = 0
-        while off + _NLMSG.size <= n:
-            length, kind = _NLMSG.unpack_from(buf, off)[:2]
-            if length < _NLMSG.size:
-                break
-            replies += 1
+        for off, length, kind in _messages(buf, n):
+            replies += 1  # the socket's message, or an error: one a request
             if kind == SOCK_DIAG_BY_FAMILY:
-                parse(buf[off:off + length], length, out)
-            off += (length + 3) & ~3
+                _add_socket(buf, off, length, out, None)
     return out
 
 
@@ -277,9 +286,9 @@ class SockCounters:
             sock = self.socks[ns]
             if sock is None:
                 continue
-            known = [c for c, row in self.prev.items() if row[0] == ns]
+            known = {c: row[1:] for c, row in self.prev.items() if row[0] == ns}  # the last reading
             got = None
-            if exact and ns not in self.new_ns and len(known) <= EXACT_MAX and all(c in self.ids for c in known):
+            if exact and ns not in self.new_ns and len(known) <= EXACT_MAX and known.keys() <= self.ids.keys():
                 try:
                     got = lookup(sock, self.buf, [self.ids[c] for c in known]) if known else {}
                 except OSError:
@@ -290,7 +299,7 @@ class SockCounters:
                 except OSError:
                     # sock_diag refused (never seen here): this namespace's sockets keep their last
                     # reading, as a quiet one's, rather than the recording stopping on it.
-                    got = {c: row[1:] for c, row in self.prev.items() if row[0] == ns}
+                    got = known
             cur.update((c, (ns, *row)) for c, row in got.items())
         return cur
 
