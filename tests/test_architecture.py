@@ -70,6 +70,20 @@ def test_only_the_record_stage_imports_bcc():
     assert found == []
 
 
+def test_bccs_internals_are_used_in_one_module():
+    """libbcc and bcc's private helpers only through record/load/libbcc.py; nothing subclasses
+    bcc's BPF (the loaded probes are record/load/loaded.py's LoadedProbes, maps by fd)."""
+    one = PACKAGE / "record" / "load" / "libbcc.py"
+    found = [f"{p.relative_to(PACKAGE.parent)}:{line} imports {mod}" for p in _modules() if p != one
+             for line, mod in _imports(p) if mod.startswith(("bcc.libbcc", "bcc.utils", "bcc.table"))]
+    private = [f"{p.relative_to(PACKAGE.parent)} uses BPF.{m}" for p in _modules() if p != one
+               for m in ("_decode_table_type", "_check_path_symbol") if f"BPF.{m}" in p.read_text()]
+    subclasses = [f"{p.relative_to(PACKAGE.parent)}:{node.lineno} class {node.name}" for p in _modules()
+                  for node in ast.walk(ast.parse(p.read_text())) if isinstance(node, ast.ClassDef)
+                  and any(ast.unparse(base).split(".")[-1] == "BPF" for base in node.bases)]
+    assert found == private == subclasses == []
+
+
 @pytest.mark.parametrize("stage", sorted(FORBIDDEN))
 def test_a_stage_imports_only_the_stages_before_it(stage):
     bad = tuple(f"dpuprof.{s}" for s in FORBIDDEN[stage])

@@ -59,14 +59,13 @@ def test_probes_compiled_in_a_child_work_here_and_close_cleanly():
     before = open_fds()
     bpf, used, unavailable = probes.load(bcc.BPF, ["proc_tree", "cpu_sample", "uprobes"])
     try:
-        assert type(bpf).__name__ == "ShippedBPF" and bpf.module is None
+        assert type(bpf).__name__ == "LoadedProbes"
         assert used == ["proc_tree", "cpu_sample", "uprobes"] and unavailable == {}
         # The compile ran elsewhere: this process holds (almost) none of libclang's pages.
         assert _rss_file_kb("libclang-cpp") < 8 * 1024
         new = open_fds() - before
         assert new and not any(os.get_inheritable(fd) for fd in new)  # the command inherits no probe
-        bpf.attach_perf_event(ev_type=bcc.PerfType.SOFTWARE, ev_config=bcc.PerfSWConfig.CPU_CLOCK,
-                              fn_name="on_sample", sample_freq=99, cpu=-1)
+        bpf.attach_perf_event("on_sample", bcc.PerfType.SOFTWARE, bcc.PerfSWConfig.CPU_CLOCK, 99)
         end = time.time() + 0.5
         while time.time() < end:
             pass  # on-CPU, so the sampler fires
@@ -79,14 +78,14 @@ def test_probes_compiled_in_a_child_work_here_and_close_cleanly():
             os._exit(0)
         os.waitpid(pid, 0)
         assert tree[tree.Key(pid)].value == os.getpid()
-        # bcc's kprobe-type copy of a uprobe function loads here from the child's bytecode, its
+        # A kprobe-type copy of a uprobe function loads here from the child's bytecode, its
         # map fds rewritten to this process's (the verifier refuses an fd that is not a map).
-        fn = bpf.load_func("on_ddp_step", bcc.BPF.KPROBE)
-        assert fn.fd >= 0 and not os.get_inheritable(fn.fd) and bpf.load_func(b"on_ddp_step", 0) is fn
+        fd = bpf.program("on_ddp_step")
+        assert fd >= 0 and not os.get_inheritable(fd) and bpf.program("on_ddp_step") == fd
         with pytest.raises(Exception, match="cannot load"):
-            bpf.load_func("no_such_function", bcc.BPF.KPROBE)
+            bpf.program("no_such_function")
     finally:
-        bpf.cleanup()
+        bpf.close()
     assert open_fds() - before == set()  # every map, program and attachment closed
 
 

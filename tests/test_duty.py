@@ -16,6 +16,7 @@ from dpuprof.agent.options import parse_duty
 from dpuprof.errors import UserError
 from dpuprof.record.duty import DutyCycle
 from dpuprof.record.load import attach
+from dpuprof.record.load.loaded import Attached
 from dpuprof.recording import load
 from dpuprof.recording.writer import RecordingWriter
 
@@ -102,60 +103,59 @@ def test_weighted_counters_estimate_the_full_time_rate():
         assert got["dpuprof_recorded_seconds_total"] / wall == pytest.approx(1.0)
 
 
-class _FakeBpf:
-    """What detach_events and reattach_events use of a bcc.BPF: the attachment dicts, the loaded
-    functions, and the two attach calls (each opening a new descriptor, as the kernel would)."""
+class _FakeProbes:
+    """What detach_events and reattach_events use of a LoadedProbes: the attachment dicts and
+    the two attach calls (each opening a new descriptor, as the kernel would)."""
 
-    def __init__(self, funcs):
-        self.funcs = {f.encode(): object() for f in funcs}
-        self.tracepoint_fds, self.raw_tracepoint_fds, self.calls = {}, {}, []
+    def __init__(self):
+        self.tracepoints, self.raw_tracepoints, self.links, self.uprobe_events, self.calls = {}, {}, {}, {}, []
 
-    def attach_raw_tracepoint(self, tp=b"", fn_name=b""):
-        tp = tp.encode() if isinstance(tp, str) else tp
-        assert tp not in self.raw_tracepoint_fds  # bcc refuses a second one under a name
-        self.calls.append(("raw", tp, fn_name.encode() if isinstance(fn_name, str) else fn_name))
-        self.raw_tracepoint_fds[tp] = os.open(os.devnull, os.O_RDONLY)
+    def attach_raw_tracepoint(self, key, event, fn):
+        assert key not in self.raw_tracepoints  # one attachment under a key
+        self.calls.append(("raw", event, fn))
+        self.raw_tracepoints[key] = Attached(os.open(os.devnull, os.O_RDONLY), event, fn)
 
-    def attach_tracepoint(self, tp=b"", fn_name=b""):
-        tp = tp.encode() if isinstance(tp, str) else tp
-        self.calls.append(("tp", tp, fn_name))
-        self.tracepoint_fds[tp] = -1  # never closed here: no tracepoint is detached in these tests
+    def attach_tracepoint(self, key, event, fn):
+        self.calls.append(("tp", event, fn))
+        self.tracepoints[key] = Attached(-1, event, fn)  # never closed here: no tracepoint is detached in these tests
 
 
 def test_detach_closes_every_raw_attachment_and_reattach_restores_its_key():
-    bpf = _FakeBpf(["raw_tracepoint__sched_switch", "raw_tracepoint__sched_waking"])
-    bpf.attach_raw_tracepoint(tp=b"sched_switch", fn_name=b"raw_tracepoint__sched_switch")
-    bpf.attach_raw_tracepoint(tp=b"sched_waking", fn_name=b"raw_tracepoint__sched_waking")
-    before = set(bpf.raw_tracepoint_fds)
-    fds = list(bpf.raw_tracepoint_fds.values())
-    plan, wait = attach.detach_events(bpf)
+    probes = _FakeProbes()
+    probes.attach_raw_tracepoint("sched_switch", "sched_switch", "raw_tracepoint__sched_switch")
+    probes.attach_raw_tracepoint("sched_waking", "sched_waking", "raw_tracepoint__sched_waking")
+    before = dict(probes.raw_tracepoints)
+    plan, wait = attach.detach_events(probes)
     wait()
-    assert not bpf.raw_tracepoint_fds and not bpf.tracepoint_fds
-    for fd in fds:  # closed: the kernel detaches a program when its last descriptor goes
+    assert not probes.raw_tracepoints and not probes.tracepoints
+    for a in before.values():  # closed: the kernel detaches a program when its last descriptor goes
         with pytest.raises(OSError):
-            os.fstat(fd)
-    bpf.calls.clear()
-    attach.reattach_events(bpf, plan)
-    assert set(bpf.raw_tracepoint_fds) == before == {b"sched_switch", b"sched_waking"}
-    assert sorted(fn for _k, _tp, fn in bpf.calls) == [b"raw_tracepoint__sched_switch", b"raw_tracepoint__sched_waking"]
-    for fd in bpf.raw_tracepoint_fds.values():
-        os.close(fd)
+            os.fstat(a.fd)
+    probes.calls.clear()
+    attach.reattach_events(probes, plan)
+    assert set(probes.raw_tracepoints) == set(before) == {"sched_switch", "sched_waking"}
+    assert sorted(fn for _k, _ev, fn in probes.calls) == ["raw_tracepoint__sched_switch", "raw_tracepoint__sched_waking"]
+    for a in probes.raw_tracepoints.values():
+        os.close(a.fd)
 
 
-def test_reattach_names_bccs_own_tracepoint_functions():
-    bpf = _FakeBpf(["tracepoint__sched__sched_process_fork", "tracepoint__sock__sock_send_length"])
-    attach.reattach_events(bpf, [(False, b"sched:sched_process_fork", b"tracepoint__sched__sched_process_fork"),
-                                 (False, b"sock:sock_send_length", b"tracepoint__sock__sock_send_length")])
-    assert set(bpf.tracepoint_fds) == {b"sched:sched_process_fork", b"sock:sock_send_length"}
-    assert [fn for _k, _tp, fn in bpf.calls] == [b"tracepoint__sched__sched_process_fork", b"tracepoint__sock__sock_send_length"]
+def test_reattach_restores_each_tracepoint_under_its_key_with_its_function():
+    probes = _FakeProbes()
+    attach.reattach_events(probes, [
+        (False, "sched:sched_process_fork", Attached(9, "sched:sched_process_fork", "tracepoint__sched__sched_process_fork")),
+        (False, "sock:sock_send_length", Attached(10, "sock:sock_send_length", "tracepoint__sock__sock_send_length"))])
+    assert set(probes.tracepoints) == {"sched:sched_process_fork", "sock:sock_send_length"}
+    assert [fn for _k, _ev, fn in probes.calls] == ["tracepoint__sched__sched_process_fork",
+                                                    "tracepoint__sock__sock_send_length"]
 
 
-def test_detach_refuses_an_attachment_it_could_not_restore():
-    bpf = _FakeBpf(["something_else"])
-    bpf.tracepoint_fds[b"sched:sched_process_exec"] = 12345  # its function is not loaded
-    with pytest.raises(RuntimeError, match="tracepoint__sched__sched_process_exec"):
-        attach.detach_events(bpf)
-    assert bpf.tracepoint_fds == {b"sched:sched_process_exec": 12345}  # nothing was closed
+def test_detach_refuses_while_uprobes_are_attached():
+    probes = _FakeProbes()
+    probes.tracepoints["sched:sched_process_exec"] = Attached(12345, "sched:sched_process_exec", "f")
+    probes.links[(b"/lib/libz.so.1", 4096, False, "on_inflate_0")] = 7
+    with pytest.raises(RuntimeError, match="uprobes"):
+        attach.detach_events(probes)
+    assert set(probes.tracepoints) == {"sched:sched_process_exec"}  # nothing was closed
 
 
 def test_thread_times_after_a_pause_start_from_the_resume():

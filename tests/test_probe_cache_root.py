@@ -30,10 +30,8 @@ def cache(tmp_path, monkeypatch):
 
 def _shape(bpf) -> dict:
     """What a load made, by name: maps with their type and size, programs, attachments."""
-    return {"maps": sorted((name.decode(), type(t).__name__, t.max_entries) for name, t in bpf._shipped.items()),
-            "funcs": sorted(f.decode() for f in bpf.funcs),
-            "tracepoints": sorted(k.decode() for k in bpf.tracepoint_fds),
-            "raw": sorted(k.decode() for k in bpf.raw_tracepoint_fds)}
+    return {"maps": sorted((name, type(t).__name__, t.max_entries) for name, t in bpf.maps.items()),
+            "funcs": sorted(bpf.programs), "tracepoints": sorted(bpf.tracepoints), "raw": sorted(bpf.raw_tracepoints)}
 
 
 def _no_fork(monkeypatch):
@@ -55,7 +53,7 @@ def test_a_stored_load_is_replayed_without_a_compile_and_works(cache, monkeypatc
     try:
         shape, hooks = _shape(first), probes.hooks(first)
     finally:
-        first.cleanup()
+        first.close()
     (entry,) = cache.iterdir()
     assert stat.S_IMODE(entry.stat().st_mode) == 0o600 and stat.S_IMODE(cache.stat().st_mode) == 0o700
     with monkeypatch.context() as m:
@@ -77,16 +75,14 @@ def test_a_stored_load_is_replayed_without_a_compile_and_works(cache, monkeypatc
         assert tree[tree.Key(pid)].value == os.getpid()
         threads = bpf["sw_threads"]
         assert threads[threads.Key(pid)].exit_ts > 0  # sched_wait's switch program saw it exit
-        bpf.attach_perf_event(ev_type=bcc.PerfType.SOFTWARE, ev_config=bcc.PerfSWConfig.CPU_CLOCK,
-                              fn_name="on_sample", sample_freq=99, cpu=-1)
+        bpf.attach_perf_event("on_sample", bcc.PerfType.SOFTWARE, bcc.PerfSWConfig.CPU_CLOCK, 99)
         end = time.time() + 0.5
         while time.time() < end:
             pass  # on-CPU, so the sampler fires
         assert len(list(bpf["counts"].items())) > 0
-        fn = bpf.load_func("on_ddp_step", bcc.BPF.KPROBE)  # the kprobe-type copy, from the bytecode
-        assert fn.fd >= 0
+        assert bpf.program("on_ddp_step") >= 0  # the kprobe-type copy, from the bytecode
     finally:
-        bpf.cleanup()
+        bpf.close()
     assert open_fds() - before == set()
 
 
@@ -95,21 +91,20 @@ def test_a_damaged_or_foreign_entry_is_not_used_and_is_replaced(cache, monkeypat
     from dpuprof.record.load.bcc_loader import import_bcc
 
     bcc = import_bcc()
-    probes.load(bcc.BPF, ["proc_tree"])[0].cleanup()
+    probes.load(bcc.BPF, ["proc_tree"])[0].close()
     (entry,) = cache.iterdir()
     doc = json.loads(entry.read_text())
     doc["funcs"][-1][2] = base64.b64encode(bytes(8)).decode()  # the maps load, then a program is refused
     entry.write_text(json.dumps(doc))
     before = open_fds()
     bpf = probes.load(bcc.BPF, ["proc_tree"])[0]  # compiled again
-    bpf.cleanup()
+    bpf.close()
     assert open_fds() - before == set()  # what the failed replay made is closed
     hit = probe_cache.read(cache, entry.stem)  # the compile stored a good entry again
     assert hit is not None and hit["funcs"]
-    state, fds = probe_cache.load(hit)
-    assert len(state["funcs"]) == len(hit["funcs"])
-    for fd in fds:
-        os.close(fd)
+    loaded = probe_cache.load(hit)
+    assert len(loaded.programs) == len(hit["funcs"])
+    loaded.close()
     os.chmod(entry, 0o666)  # writable by anyone: never loaded into the kernel
     assert probe_cache.read(cache, entry.stem) is None
     os.chmod(entry, 0o600)

@@ -102,18 +102,18 @@ def test_falls_back_without_btf_raw_tracepoints_or_when_told(fake_btf, monkeypat
     assert probes.raw_defines(next(p for p in probes.PROBES if p.name == "cpu_sample"), _Bcc)[0] is None
 
 
-def test_hooks_reads_which_programs_bcc_attached():
+def test_hooks_reads_which_programs_were_loaded():
     class Bpf:
-        funcs = {b"raw_tracepoint__softirq_entry": 1, b"raw_tracepoint__softirq_exit": 2,
-                 b"tracepoint__net__net_dev_xmit": 3, b"tracepoint__tcp__tcp_retransmit_skb": 4,
-                 b"raw_tracepoint__block_rq_issue": 6, b"raw_tracepoint__block_rq_complete": 7,
-                 b"on_sample": 5}
+        programs = {"raw_tracepoint__softirq_entry": 1, "raw_tracepoint__softirq_exit": 2,
+                    "tracepoint__net__net_dev_xmit": 3, "tracepoint__tcp__tcp_retransmit_skb": 4,
+                    "raw_tracepoint__block_rq_issue": 6, "raw_tracepoint__block_rq_complete": 7,
+                    "on_sample": 5}
 
     assert probes.hooks(Bpf) == {"softirq": "raw_tracepoint", "net_dev": "tracepoint",
                                  "block_io": "raw_tracepoint"}
 
     class WithSchedWait(Bpf):
-        funcs = {**Bpf.funcs, b"raw_tracepoint__sched_waking": 8}
+        programs = {**Bpf.programs, "raw_tracepoint__sched_waking": 8}
 
     assert probes.hooks(WithSchedWait)["sched_wait"] == "raw_tracepoint"
 

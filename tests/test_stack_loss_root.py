@@ -79,8 +79,7 @@ def drain_check():
     bpf, used, _ = probes.load(bcc.BPF, ["cpu_sample"])
     assert used == ["cpu_sample"]
     try:
-        bpf.attach_perf_event(ev_type=bcc.PerfType.SOFTWARE, ev_config=bcc.PerfSWConfig.CPU_CLOCK,
-                              fn_name="on_sample", sample_freq=999, pid=os.getpid(), cpu=-1)
+        bpf.attach_perf_event("on_sample", bcc.PerfType.SOFTWARE, bcc.PerfSWConfig.CPU_CLOCK, 999, pid=os.getpid())
         drainer = SampleDrainer(bpf, Symbolizer(bcc.BPF), Classifier())
         stop = threading.Event()
 
@@ -108,4 +107,4 @@ def drain_check():
             stop.set()
             worker.join()
     finally:
-        bpf.cleanup()
+        bpf.close()

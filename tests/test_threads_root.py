@@ -218,9 +218,9 @@ def test_sched_wait_survives_the_one_by_one_fallback(monkeypatch, tmp_path):
     try:
         assert used == ["proc_tree", "sched_wait"], unavailable
         assert unavailable["bogus"].startswith("failed to compile or load")
-        assert b"raw_tracepoint__sched_waking" in set(bpf.funcs)
+        assert "raw_tracepoint__sched_waking" in bpf.programs
     finally:
-        bpf.cleanup()
+        bpf.close()
     bpf, used, unavailable = probes.load(import_bcc().BPF, ["sched_wait"])  # its dependency not asked for
     assert bpf is None and used == [] and "needs probe proc_tree" in unavailable["sched_wait"]
 
@@ -250,7 +250,7 @@ def test_wait_map_overflow_is_counted(tmp_path):
 
 
 def test_cleanup_leaves_nothing_attached():
-    # Every program bcc attached has its own fd, and cleanup() closes them all (in parallel:
+    # Every attachment has its own fd, and close() closes them all (in parallel:
     # record/load/attach.py).
     from dpuprof.record.load import probes
     from dpuprof.record.load.bcc_loader import import_bcc
@@ -259,14 +259,14 @@ def test_cleanup_leaves_nothing_attached():
     classic = os.environ.get(probes.NO_RAW_TP_ENV, "") not in ("", "0")
     if classic:  # it reads its task arguments at BTF offsets: raw tracepoints or nothing
         assert "sched_wait" not in used and "raw tracepoints" in unavailable["sched_wait"]
-        bpf.cleanup()
+        bpf.close()
         return
     assert "sched_wait" in used
-    fds = [*bpf.tracepoint_fds.values(), *bpf.raw_tracepoint_fds.values()]
-    auto = sum(1 for f in bpf.funcs if f.startswith((b"tracepoint__", b"raw_tracepoint__")))  # *_PROBEs
+    fds = [a.fd for a in [*bpf.tracepoints.values(), *bpf.raw_tracepoints.values()]]
+    auto = sum(1 for f in bpf.programs if f.startswith(("tracepoint__", "raw_tracepoint__")))  # *_PROBEs
     assert len(set(fds)) == len(fds) == auto
     assert probes.hooks(bpf)["sched_wait"] == "raw_tracepoint"
-    bpf.cleanup()
+    bpf.close()
     still_open = []
     for fd in fds:
         try:

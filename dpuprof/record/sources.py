@@ -55,6 +55,7 @@ from dpuprof.record.workload.procfs import all_pids, in_host_pidns
 # have exited: one listing of /proc (~1 ms for 300 processes) instead of one per interval; the
 # map holds at most this many drains' worth of exited processes (each drain reads it whole).
 PRUNE_EVERY = 10
+PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK = 1, 0  # the sampler's event (include/uapi/linux/perf_event.h)
 
 
 #: Maps holding when something still in flight began, per CPU or per request (softirq's entry,
@@ -267,15 +268,12 @@ class BpfSource:
 
     def _attach_sampler(self) -> None:
         """The cpu-clock perf event on every CPU at ``freq_hz``, running ``on_sample``."""
-        bcc = import_bcc()
-        self.bpf.attach_perf_event(ev_type=bcc.PerfType.SOFTWARE, ev_config=bcc.PerfSWConfig.CPU_CLOCK,
-                                   fn_name="on_sample", sample_freq=self.opts.freq_hz, cpu=-1)
+        self.bpf.attach_perf_event("on_sample", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, self.opts.freq_hz)
 
     def pause(self) -> None:
         """Detach every probe (the duty cycle's off part: no program runs, so they cost nothing);
         the programs and maps stay loaded with their contents, which the next drain reads."""
-        bcc = import_bcc()
-        self.bpf.detach_perf_event(ev_type=bcc.PerfType.SOFTWARE, ev_config=bcc.PerfSWConfig.CPU_CLOCK)
+        self.bpf.detach_perf_event("on_sample")
         self._detached, self._detaching = attach.detach_events(self.bpf)  # closes still waiting: resume, close
 
     def resume(self) -> None:
@@ -292,8 +290,8 @@ class BpfSource:
         try:
             attach.reattach_events(self.bpf, self._detached)
             self._attach_sampler()
-        except Exception as err:  # bcc raises a bare Exception
-            raise UserError(f"cannot attach the probes again after a pause ({err})") from None
+        except OSError as err:
+            raise UserError(f"cannot attach the probes again after a pause ({err.strerror})") from None
         self.prime()
 
     def meta(self, command, user) -> dict:
@@ -390,7 +388,7 @@ class BpfSource:
             self.execs = None
         if self.bpf is not None:
             self._detaching()
-            self.bpf.cleanup()
+            self.bpf.close()
             self.bpf = None
         if self.cost is not None:
             self.cost.close()

@@ -22,6 +22,8 @@ import ctypes as ct
 import threading
 import time
 
+from dpuprof.record.load.libbcc import lib
+
 # Each wake-up of the thread cost ~0.1 ms of its CPU time in the recorder here (0.30 s over
 # 3,042 polls of a DDP run, 0.03 s over 307 of `sleep 6`; the poll itself is 6 us: the rest is
 # the wake-up and the GIL hand-over on this shared 2-CPU VM). So 20 ms only while an exec is
@@ -37,17 +39,15 @@ CAPTURE_AGES_S = (0.005, 0.05, 0.5, 2.0)
 
 
 def _nonempty_check(table):
-    """A cheap "does the bcc map hold any key?": one bpf_map_get_next_key system call through
+    """A cheap "does the map hold any key?": one bpf_map_get_next_key system call through
     libbcc (poll_once on the empty map: 6 us, against 7.5 us for bcc's ``items()`` alone), or
-    None for a map that is not a bcc table (tests)."""
+    None for a map without an fd (tests)."""
     try:
-        from bcc.libbcc import lib  # bcc is on sys.path by now: the map came from it
-
         fd, size = table.map_fd, ct.sizeof(table.Key)
-    except (ImportError, AttributeError):
+    except AttributeError:
         return None
     key = ct.create_string_buffer(size)
-    return lambda: lib.bpf_get_first_key(fd, key, size) == 0
+    return lambda: lib().bpf_get_first_key(fd, key, size) == 0
 
 
 class ExecWatcher:

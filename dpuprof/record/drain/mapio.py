@@ -1,4 +1,4 @@
-"""Reading and clearing bcc maps with few syscalls: hash maps read with BPF_MAP_LOOKUP_BATCH and
+"""Reading and clearing BPF maps with few syscalls: hash maps read with BPF_MAP_LOOKUP_BATCH and
 deleted with BPF_MAP_DELETE_BATCH (falling back to bcc's entry-by-entry walk where the kernel has
 no batch operations), and stack-trace maps emptied completely. The drains call these every
 interval, on maps of thousands of entries."""
@@ -8,6 +8,8 @@ from __future__ import annotations
 import ctypes as ct
 import errno
 import os
+
+from dpuprof.record.load.libbcc import lib
 
 _BATCH = 1024  # entries per BPF_MAP_LOOKUP_BATCH or BPF_MAP_DELETE_BATCH call
 
@@ -26,15 +28,13 @@ def snapshot(table) -> list[tuple]:
     ``max_entries`` (65536 sample keys are 5 MB, allocated and zeroed per call). Entries that
     change while it reads are seen with either value, as with bcc's walk. Falls back to that walk
     where the kernel or bcc has no batch lookup."""
-    from bcc.libbcc import lib
-
     out: list[tuple] = []
     token, count = ct.c_uint32(0), ct.c_uint32(0)
     first = True
     while True:
         keys, values = (table.Key * _BATCH)(), (table.Leaf * _BATCH)()
         count.value = _BATCH
-        res = lib.bpf_lookup_batch(table.map_fd, None if first else ct.byref(token), ct.byref(token),
+        res = lib().bpf_lookup_batch(table.map_fd, None if first else ct.byref(token), ct.byref(token),
                                    ct.byref(keys), ct.byref(values), ct.byref(count))
         err = ct.get_errno()
         if res != 0 and err != errno.ENOENT:
@@ -51,13 +51,11 @@ def delete_keys(table, keys: list) -> None:
     """Delete ``keys`` (bcc ctypes keys of ``table``) with BPF_MAP_DELETE_BATCH, one syscall per
     ``_BATCH``; one by one where the kernel has no batch delete, or a key is already gone (the
     batch stops at the first missing key)."""
-    from bcc.libbcc import lib
-
     for i in range(0, len(keys), _BATCH):
         part = keys[i:i + _BATCH]
         arr = (table.Key * len(part))(*part)
         count = ct.c_uint32(len(part))
-        if lib.bpf_delete_batch(table.map_fd, ct.byref(arr), ct.byref(count)) == 0:
+        if lib().bpf_delete_batch(table.map_fd, ct.byref(arr), ct.byref(count)) == 0:
             continue
         for k in part[count.value:]:
             try:
@@ -115,11 +113,9 @@ def clear_stack_map(table) -> int:
 def delete_stack_ids(table, ids) -> int:
     """Delete the stack ``ids`` from a bcc STACK_TRACE ``table``, one syscall each (no walk of the
     map's keys); returns how many were there."""
-    from bcc.libbcc import lib
-
     key = table.Key()
     n = 0
     for sid in ids:
         key.value = sid
-        n += lib.bpf_delete_elem(table.map_fd, ct.byref(key)) == 0
+        n += lib().bpf_delete_elem(table.map_fd, ct.byref(key)) == 0
     return n

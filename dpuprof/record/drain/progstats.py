@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ctypes as ct
 
-from dpuprof.record.load.uprobe_link import programs
+from dpuprof.record.load.libbcc import lib
 
 
 class _ProgInfo(ct.Structure):
@@ -39,23 +39,16 @@ class _ProgInfo(ct.Structure):
     ]
 
 
-def _infos(bpf):
-    """[(program name, bpf_prog_info, bytes the kernel filled)] of every loaded program, or None
-    when the kernel refuses the query for any of them."""
-    from bcc.libbcc import lib
-
-    get_info = lib.bpf_obj_get_info
-    get_info.argtypes = [ct.c_int, ct.c_void_p, ct.POINTER(ct.c_uint32)]
-    get_info.restype = ct.c_int
-
+def _infos(probes):
+    """[(program name, bpf_prog_info, bytes the kernel filled)] of every program of ``probes``
+    (loaded.LoadedProbes), or None when the kernel refuses the query for any of them."""
     out = []
-    fds = [(name, fn.fd) for name, fn in bpf.funcs.items()] + list(programs(bpf).items())
-    for name, fd in fds:
+    for name, fd in probes.program_fds():
         info = _ProgInfo()
         size = ct.c_uint32(ct.sizeof(info))
-        if get_info(fd, ct.byref(info), ct.byref(size)) != 0:
+        if lib().bpf_obj_get_info(fd, ct.byref(info), ct.byref(size)) != 0:
             return None
-        out.append((name.decode() if isinstance(name, bytes) else name, info, size.value))
+        out.append((name, info, size.value))
     return out
 
 

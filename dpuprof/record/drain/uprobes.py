@@ -127,7 +127,7 @@ class UprobeSession:
     """
 
     def __init__(self, bpf, recorder_pid: int, codecs: bool = False):
-        """``bpf``: a loaded bcc BPF object holding probes/uprobes.bpf.c (alone or with others);
+        """``bpf``: the LoadedProbes (record/load/loaded.py) holding probes/uprobes.bpf.c;
         ``codecs``: also the cipher and codec targets (CODEC_PREFIXES)."""
         self.bpf = bpf
         self.targets = tuple(t for t in TARGETS if codecs or not t.name.startswith(CODEC_PREFIXES))
@@ -135,7 +135,7 @@ class UprobeSession:
         self.offset_s = clock_offset_s()
         self.status: dict[str, str] = {t.name: NOT_LOADED if t in self.targets else CODECS_OFF for t in TARGETS}
         self.paths: dict[str, list[str]] = {}  # target name -> files it is attached to
-        self.links: dict[tuple[str, str], list[int]] = {}  # (target name, file) -> uprobe-multi link fds
+        self.links: dict[tuple[str, str], list[int]] = {}  # (target name, file) -> its uprobes' fds
         self.limit_hz = max_hits_per_s()
         self.last_drain = time.monotonic()
         self.primed_at: float | None = None  # unix s of the first baseline: calls before it are not counted
@@ -202,38 +202,25 @@ class UprobeSession:
 
     def _attach(self, target: Target, path: str) -> str:
         """Attach ``target`` in ``path`` (entry, then return probe): as uprobe-multi links where
-        the kernel has them (they detach together, record/load/uprobe_link.py), else bcc's uprobes."""
+        the kernel has them (they detach together, record/load/uprobe_link.py), else as perf-event
+        uprobes."""
         links = self.links.setdefault((target.name, path), [])
         try:
-            fd = uprobe_link.attach(self.bpf, path, target.sym, target.entry)
-            if fd is None:
-                self.bpf.attach_uprobe(name=path, sym=target.sym, fn_name=target.entry)
-            else:
-                links.append(fd)
-        except Exception as err:  # bcc raises a bare Exception when the symbol is absent
+            links.append(uprobe_link.attach(self.bpf, path, target.sym, target.entry))
+        except Exception as err:  # a bare Exception when the symbol is absent, OSError when refused
             return f"{path}: {str(err).splitlines()[0][:160]}"
         if target.ret:
             try:
-                fd = uprobe_link.attach(self.bpf, path, target.sym, target.ret, ret=True)
-                if fd is None:
-                    self.bpf.attach_uretprobe(name=path, sym=target.sym, fn_name=target.ret)
-                else:
-                    links.append(fd)
+                links.append(uprobe_link.attach(self.bpf, path, target.sym, target.ret, ret=True))
             except Exception as err:
                 self._detach(target, path)
                 return f"{path}: uretprobe: {str(err).splitlines()[0][:160]}"
         return ATTACHED
 
     def _detach(self, target: Target, path: str) -> None:
-        """Stop ``target``'s probes in ``path`` (links or bcc's); one already gone is skipped."""
-        fds = self.links.pop((target.name, path), [])
-        for fd in fds:
-            uprobe_link.detach(self.bpf, fd)
-        for detach in () if fds else (self.bpf.detach_uprobe,) + ((self.bpf.detach_uretprobe,) if target.ret else ()):
-            try:
-                detach(name=path, sym=target.sym)
-            except Exception:  # not attached through bcc, or gone with its file
-                pass
+        """Stop ``target``'s probes in ``path``."""
+        for fd in self.links.pop((target.name, path), []):
+            self.bpf.detach_uprobe(fd)
 
     def _detach_hot(self) -> bool:
         """Detach every target hit more than ``limit_hz`` times a second since the last drain;
@@ -281,7 +268,7 @@ class UprobeSession:
     def drain(self, workload=()) -> tuple[list, list, list, list]:
         self._detach_hot()
         self.attach_new(workload)
-        self.bpf.perf_buffer_poll(timeout=0)
+        self.bpf["marks"].poll(0)
         marks, self._marks = self._marks, []
         coll = {(k.tgid, k.tid, FUNCS[k.op][0]): (v.count, v.bytes, v.ns)
                 for k, v in self.bpf["coll_stats"].items()}

@@ -12,7 +12,9 @@ import os
 import platform
 import struct
 
-from dpuprof.record.load.uprobe_link import BPF_TRACE_UPROBE_MULTI
+from dpuprof.record.load.libbcc import lib
+
+BPF_TRACE_UPROBE_MULTI = 48  # enum bpf_attach_type (include/uapi/linux/bpf.h)
 
 _BPF_PROG_LOAD = 5
 _BPF_PROG_TYPE_KPROBE = 2
@@ -22,12 +24,10 @@ _SYS_BPF = {"x86_64": 321, "aarch64": 280}  # the bpf(2) syscall number
 def of_function(mod, name: bytes) -> str | None:
     """Function ``name``'s bytecode in bcc module ``mod``, base64 (as the child and the cache
     carry it in JSON); None when the module has no such function."""
-    from bcc.libbcc import lib
-
-    start = lib.bpf_function_start(mod, name)
+    start = lib().bpf_function_start(mod, name)
     if not start:
         return None
-    return base64.b64encode(ct.string_at(start, lib.bpf_function_size(mod, name))).decode()
+    return base64.b64encode(ct.string_at(start, lib().bpf_function_size(mod, name))).decode()
 
 
 def relocate(insns: bytes, fd_map: dict[int, int]) -> bytes:
@@ -53,14 +53,8 @@ def relocate(insns: bytes, fd_map: dict[int, int]) -> bytes:
 def prog_load(prog_type: int, name: bytes, insns: bytes, license: bytes, kern_version: int) -> int:
     """libbcc's bcc_prog_load (bcc's Python declares it not): the program's fd; a bare Exception
     with the verifier's first line when the kernel refuses it (as bcc's load_func)."""
-    from bcc.libbcc import lib
-
-    fn = lib.bcc_prog_load
-    fn.restype = ct.c_int
-    fn.argtypes = [ct.c_int, ct.c_char_p, ct.c_char_p, ct.c_int, ct.c_char_p, ct.c_uint, ct.c_int,
-                   ct.c_char_p, ct.c_uint]
     log = ct.create_string_buffer(1 << 16)
-    fd = fn(prog_type, name, insns, len(insns), license, kern_version, 0, log, len(log))
+    fd = lib().bcc_prog_load(prog_type, name, insns, len(insns), license, kern_version, 0, log, len(log))
     if fd < 0:
         detail = log.value.decode(errors="replace").strip().splitlines()
         raise Exception(f"Failed to load BPF program {name.decode()}: {os.strerror(ct.get_errno() or 22)}"
@@ -78,7 +72,7 @@ class _ProgLoadAttr(ct.Structure):
 
 
 def load_uprobe_multi(insns: bytes, name: str, license: bytes) -> int:
-    """Program ``insns`` loaded as a uprobe-multi program (what uprobe_link._load_multi makes
+    """Program ``insns`` loaded as a uprobe-multi program (what uprobe_link.load_multi makes
     from bcc's module, for a caller that has only the bytecode); its fd, or -1 with errno set."""
     code, lic = ct.create_string_buffer(insns, len(insns)), ct.create_string_buffer(license)
     attr = _ProgLoadAttr(prog_type=_BPF_PROG_TYPE_KPROBE, insn_cnt=len(insns) // 8, insns=ct.addressof(code),

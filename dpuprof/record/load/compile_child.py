@@ -12,20 +12,20 @@ The compile's memory is the child's, for the ~1-3 s it runs.
 
 This process has one way to load probes (``start``), whether the entry was compiled now or kept
 by an earlier start (probe_cache.py, on by default): ``probe_cache.load`` creates the maps, loads
-the programs and attaches them, and a ``shipped.ShippedBPF`` holds the descriptors for the drains.
+the programs and attaches them into a ``loaded.LoadedProbes``, which the drains read.
 """
 
 from __future__ import annotations
 
 import ctypes as ct
 import fcntl
-import functools
 import json
 import os
 
 from dpuprof.errors import UserError
-from dpuprof.record.load import attach, bytecode, probe_cache, shipped, uprobe_link
+from dpuprof.record.load import bytecode, probe_cache, uprobe_link
 from dpuprof.record.load.bcc_loader import release_compiler_pages
+from dpuprof.record.load.libbcc import lib
 
 _PERF_EVENT_IOC_QUERY_BPF = 0xC008240A  # _IOWR('$', 10, struct perf_event_query_bpf *)
 
@@ -40,7 +40,7 @@ def start(bpf_cls, wanted: list[str], load_fn, perf_event_funcs: tuple[str, ...]
     when there is one, else from an entry that a forked child compiles now with
     ``load_fn(bpf_cls, wanted)`` (probes._load: (bpf, used, unavailable); ``bpf_cls`` is bcc.BPF),
     then stores. ``perf_event_funcs``: functions the child loads as perf_event programs (the other
-    functions ``load_fn`` left unloaded are uprobe functions). ``result()`` is (``ShippedBPF`` or
+    functions ``load_fn`` left unloaded are uprobe functions). ``result()`` is (``LoadedProbes`` or
     None, used, unavailable). A UserError raised in the child, a child that ends without an entry
     and an entry this kernel refuses are each a UserError of ``result()``. Until then this process
     is free to do other start-up work."""
@@ -125,15 +125,13 @@ def _fork(bpf_cls, wanted, load_fn, perf_event_funcs):
 
 
 def _rebuild(entry: dict):
-    """(bpf, used, unavailable) loaded from ``entry`` (a child's or a stored one)."""
+    """(LoadedProbes, used, unavailable) loaded from ``entry`` (a child's or a stored one)."""
     if "user_error" in entry:
         raise UserError(entry["user_error"])
     if not entry["bpf"]:
         return None, entry["used"], entry["unavailable"]
-    state, fds = probe_cache.load(entry)
-    bpf = shipped.shipped_class()(state, fds)
-    bpf.cleanup = functools.partial(attach.cleanup_in_parallel, bpf, bpf.cleanup)  # as probes._build
-    return bpf, state["used"], state["unavailable"]
+    probes = probe_cache.load(entry)
+    return probes, probes.used, probes.unavailable
 
 
 # ------------------------------------------------------------------------------------- the child
@@ -157,35 +155,32 @@ def _compile(bpf_cls, wanted, load_fn, perf_event_funcs) -> tuple[dict, object |
 
 def _entry(bpf, perf_event_funcs) -> dict | None:
     """What ``bpf`` loaded, as an entry (probe_cache.py's format, less ``used``/``unavailable``):
-    each map's definition with what bcc's Python needs to read it (``child_fd``: the fd this
+    each map's definition with what the recorder needs to read it (``child_fd``: the fd this
     process's bytecode refers to it by), each program's type and bytecode, and the tracepoints and
     raw tracepoints each is attached to, as the kernel reports them. Loads the functions not
     loaded yet first (``_preload``). None when the load has something an entry would not redo (a
     kprobe, perf-event or other attachment bcc made), or an attachment's program cannot be named."""
-    from bcc.libbcc import lib
-
     if any(getattr(bpf, attr, None) for attr in ("kprobe_fds", "uprobe_fds", "kfunc_entry_fds", "kfunc_exit_fds",
                                                   "lsm_fds", "open_perf_events")):
         return None
     errors, multi_refused, code = _preload(bpf, perf_event_funcs)
-    mod = bpf.module
-    for fn in (lib.bpf_table_key_size_id, lib.bpf_table_leaf_size_id):
-        fn.restype, fn.argtypes = ct.c_size_t, [ct.c_void_p, ct.c_size_t]
+    mod, lib_ = bpf.module, lib()
 
     def s(b: bytes) -> str:
         return b.decode("latin-1")
 
     maps = []
-    for i, name in enumerate(_table_names(mod)):
-        fd = lib.bpf_table_fd(mod, name)
+    for i in range(lib_.bpf_num_tables(mod)):
+        name = lib_.bpf_table_name(mod, i)
+        fd = lib_.bpf_table_fd(mod, name)
         if fd < 0:
             continue
-        fields = [s(lib.bpf_perf_event_field(mod, name, j)) for j in range(lib.bpf_perf_event_fields(mod, name))]
-        maps.append({"name": s(name), "id": i, "child_fd": fd, "type": lib.bpf_table_type_id(mod, i),
-                     "flags": lib.bpf_table_flags_id(mod, i), "max_entries": lib.bpf_table_max_entries_id(mod, i),
-                     "key": s(lib.bpf_table_key_desc(mod, name) or b""),
-                     "leaf": s(lib.bpf_table_leaf_desc(mod, name) or b""), "fields": fields,
-                     "key_size": lib.bpf_table_key_size_id(mod, i), "leaf_size": lib.bpf_table_leaf_size_id(mod, i)})
+        fields = [s(lib_.bpf_perf_event_field(mod, name, j)) for j in range(lib_.bpf_perf_event_fields(mod, name))]
+        maps.append({"name": s(name), "id": i, "child_fd": fd, "type": lib_.bpf_table_type_id(mod, i),
+                     "flags": lib_.bpf_table_flags_id(mod, i), "max_entries": lib_.bpf_table_max_entries_id(mod, i),
+                     "key": s(lib_.bpf_table_key_desc(mod, name) or b""),
+                     "leaf": s(lib_.bpf_table_leaf_desc(mod, name) or b""), "fields": fields,
+                     "key_size": lib_.bpf_table_key_size_id(mod, i), "leaf_size": lib_.bpf_table_leaf_size_id(mod, i)})
     funcs, prog_ids = [], {}
     for name, fn in bpf.funcs.items():
         insns = bytecode.of_function(mod, name)
@@ -210,26 +205,27 @@ def _entry(bpf, perf_event_funcs) -> dict | None:
             return None
         raw.append([s(key), event, fn])
     return {"format": probe_cache.FORMAT, "maps": maps, "funcs": funcs,
-            "multi": [s(n) for n in uprobe_link.programs(bpf)], "tracepoints": tracepoints, "raw_tracepoints": raw,
+            "multi": [] if multi_refused else list(code), "tracepoints": tracepoints, "raw_tracepoints": raw,
             "load_errors": errors, "multi_refused": multi_refused, "code": code,
-            "license": s(lib.bpf_module_license(mod)), "kern_version": lib.bpf_module_kern_version(mod)}
+            "license": s(lib_.bpf_module_license(mod)), "kern_version": lib_.bpf_module_kern_version(mod)}
 
 
 def _preload(bpf, perf_event_funcs) -> tuple[dict[str, str], str | None, dict[str, str]]:
     """Load every function ``bpf`` has not loaded: those of ``perf_event_funcs`` as perf_event
-    programs, the rest (uprobe functions) as uprobe-multi copies (record/load/uprobe_link.py). Returns
-    ({function: why it failed to load}, why uprobe-multi programs are refused, {uprobe function:
-    its bytecode, base64}): bcc's own kprobe-type copy of a uprobe function is needed only where
-    a link is refused, and is then loaded by the parent from that bytecode (``load_func``)."""
+    programs; of the rest (uprobe functions), the first as a uprobe-multi copy, to learn whether
+    the kernel takes those (record/load/uprobe_link.py; the recorder loads its own copies from the
+    bytecode). Returns ({function: why it failed to load}, why uprobe-multi programs are refused,
+    {uprobe function: its bytecode, base64}): a kprobe-type copy of a uprobe function is needed
+    only where a link is refused, and is then loaded by the parent from that bytecode
+    (``LoadedProbes.program``)."""
     from bcc import BPF
-    from bcc.libbcc import lib
 
     errors: dict[str, str] = {}
     multi_refused = None
     code: dict[str, str] = {}
     mod = bpf.module
-    for i in range(lib.bpf_num_functions(mod)):
-        name = lib.bpf_function_name(mod, i)
+    for i in range(lib().bpf_num_functions(mod)):
+        name = lib().bpf_function_name(mod, i)
         if name in bpf.funcs:
             continue
         if name.decode() in perf_event_funcs:
@@ -239,29 +235,17 @@ def _preload(bpf, perf_event_funcs) -> tuple[dict[str, str], str | None, dict[st
                 errors[name.decode("latin-1")] = (str(err) or repr(err)).splitlines()[0][:300]
             continue
         code[name.decode("latin-1")] = bytecode.of_function(mod, name)
-        if multi_refused is None:
+        if multi_refused is None and len(code) == 1:
             try:
-                uprobe_link.programs(bpf)[name] = uprobe_link._load_multi(bpf, name)
+                os.close(uprobe_link.load_multi(mod, name))
             except OSError as err:
                 multi_refused = f"uprobe-multi program refused ({err.strerror})"
     return errors, multi_refused, code
 
 
-def _table_names(mod) -> list[bytes]:
-    """The module's map names, in map-id order (libbcc exports these; bcc's Python declares neither)."""
-    from bcc.libbcc import lib
-
-    lib.bpf_num_tables.restype, lib.bpf_num_tables.argtypes = ct.c_ulonglong, [ct.c_void_p]
-    lib.bpf_table_name.restype, lib.bpf_table_name.argtypes = ct.c_char_p, [ct.c_void_p, ct.c_ulonglong]
-    return [lib.bpf_table_name(mod, i) for i in range(lib.bpf_num_tables(mod))]
-
-
 def _info(fd: int, size: int = 256) -> bytes:
-    from bcc.libbcc import lib
-
     buf, length = ct.create_string_buffer(size), ct.c_uint32(size)
-    lib.bpf_obj_get_info.restype, lib.bpf_obj_get_info.argtypes = ct.c_int, [ct.c_int, ct.c_void_p, ct.c_void_p]
-    if lib.bpf_obj_get_info(fd, buf, ct.byref(length)) != 0:
+    if lib().bpf_obj_get_info(fd, buf, ct.byref(length)) != 0:
         raise OSError(ct.get_errno(), "BPF_OBJ_GET_INFO_BY_FD")
     return buf.raw
 

@@ -33,13 +33,15 @@ import pwd
 import stat
 from pathlib import Path
 
-from dpuprof.record.load import bytecode
+from dpuprof.record.load import bpfmap, bytecode
+from dpuprof.record.load.libbcc import lib
+from dpuprof.record.load.loaded import LoadedProbes
 
 ENV = "DPUPROF_PROBE_CACHE"
 FORMAT = 2  # 2 (2026-12-05): every load is from an entry; ``bpf``, ``used``, ``unavailable`` in it
 KEEP = 16
-_LOADER_MODULES = ("probes.py", "compile_child.py", "probe_cache.py", "shipped.py", "bytecode.py", "attach.py",
-                   "uprobe_link.py", "btf.py")
+_LOADER_MODULES = ("probes.py", "compile_child.py", "probe_cache.py", "loaded.py", "bpfmap.py", "libbcc.py",
+                   "bytecode.py", "attach.py", "uprobe_link.py", "btf.py")
 
 
 def directory() -> Path | None:
@@ -126,59 +128,50 @@ def remove(where: Path, key: str) -> None:
 
 
 # ------------------------------------------------------------------------------------- load
-def load(entry: dict) -> tuple[dict, list[int]]:
-    """Create the maps, load and attach the programs of ``entry``: (state, fds), ``state`` telling
-    which of ``fds`` is which (shipped.ShippedBPF reads it). Every fd is close-on-exec.
-    Whatever fails (bcc raises bare Exceptions, the kernel OSErrors) is raised after what was made
-    is closed."""
-    fds: list[int] = []
+def load(entry: dict) -> LoadedProbes:
+    """Create the maps, load and attach the programs of ``entry``. Every fd is close-on-exec.
+    Whatever fails (a bare Exception from a program the kernel refuses, an OSError) is raised
+    after what was made is closed."""
+    owned: list[int] = []
+    loaded = None
     try:
-        return _load(entry, fds), fds
+        loaded = _load(entry, owned)
+        for key, event, fn in entry["tracepoints"]:
+            loaded.attach_tracepoint(key, event, fn)
+        for key, event, fn in entry["raw_tracepoints"]:
+            loaded.attach_raw_tracepoint(key, event, fn)
+        return loaded
     except BaseException:
-        for fd in fds:
-            os.close(fd)
+        if loaded is not None:
+            loaded.close()
+        else:
+            for fd in owned:
+                os.close(fd)
         raise
 
 
-def _load(entry: dict, fds: list[int]) -> dict:
-    """Create the maps, load and attach the programs of ``entry``; their fds are appended to ``fds``."""
-    from bcc.libbcc import lib
-
+def _load(entry: dict, owned: list[int]) -> LoadedProbes:
+    """The maps and programs of ``entry``, nothing attached; their fds are appended to ``owned``."""
     def keep(fd: int, what: str) -> int:
         if fd < 0:
-            raise OSError(ct.get_errno(), what)
+            raise OSError(ct.get_errno(), f"cannot load {what}")
         os.set_inheritable(fd, False)
-        fds.append(fd)
-        return len(fds) - 1
+        owned.append(fd)
+        return fd
 
-    lib.bcc_create_map.restype = ct.c_int
-    lib.bcc_create_map.argtypes = [ct.c_int, ct.c_char_p, ct.c_int, ct.c_int, ct.c_int, ct.c_int]
-    maps, fd_map = [], {}
+    maps, fd_map = {}, {}
     for m in entry["maps"]:
-        i = keep(lib.bcc_create_map(m["type"], m["name"].encode("latin-1"), m["key_size"], m["leaf_size"],
-                                    m["max_entries"], m["flags"]), f"map {m['name']}")
-        fd_map[m["child_fd"]] = fds[i]
-        maps.append({k: v for k, v in m.items() if k not in ("key_size", "leaf_size")} | {"fd": i})
+        fd = keep(lib().bcc_create_map(m["type"], m["name"].encode("latin-1"), m["key_size"], m["leaf_size"],
+                                       m["max_entries"], m["flags"]), f"map {m['name']}")
+        fd_map[m["child_fd"]] = fd
+        maps[m["name"]] = bpfmap.from_description(m, fd)
     lic, kern = entry["license"].encode("latin-1"), entry["kern_version"]
 
     def insns(code: str) -> bytes:
         return bytecode.relocate(base64.b64decode(code), fd_map)
 
-    funcs, by_name = [], {}
-    for name, prog_type, code in entry["funcs"]:
-        fd = bytecode.prog_load(prog_type, name.encode("latin-1"), insns(code), lic, kern)
-        by_name[name] = fds[keep(fd, name)]
-        funcs.append([name, len(fds) - 1])
-    multi = [[name, keep(bytecode.load_uprobe_multi(insns(entry["code"][name]), name, lic), name)]
-             for name in entry["multi"]]
-    tracepoints = []
-    for key, tp, fn in entry["tracepoints"]:
-        category, _, event = tp.partition(":")
-        tracepoints.append([key, keep(lib.bpf_attach_tracepoint(by_name[fn], category.encode(), event.encode()),
-                                      f"tracepoint {tp}")])
-    raw = [[key, keep(lib.bpf_attach_raw_tracepoint(by_name[fn], event.encode()), f"raw tracepoint {event}")]
-           for key, event, fn in entry["raw_tracepoints"]]
-    return {"used": entry["used"], "unavailable": entry["unavailable"], "bpf": True, "maps": maps,
-            "load_errors": entry["load_errors"], "multi_refused": entry["multi_refused"], "code": entry["code"],
-            "license": entry["license"], "kern_version": kern, "funcs": funcs, "multi": multi,
-            "tracepoint_fds": tracepoints, "raw_tracepoint_fds": raw}
+    programs = {name: keep(bytecode.prog_load(prog_type, name.encode("latin-1"), insns(code), lic, kern), name)
+                for name, prog_type, code in entry["funcs"]}
+    multi = {name: keep(bytecode.load_uprobe_multi(insns(entry["code"][name]), name, lic), name)
+             for name in entry["multi"]}
+    return LoadedProbes(entry, maps, programs, multi, fd_map, owned)

@@ -281,10 +281,10 @@ def hot_defines(bpf_cls, release: str | None = None) -> str | None:
     return raw_defines(Probe("hot_events", HOT_EVENTS, raw=HOT_RAW), bpf_cls, kernel_has_raw_tracepoints(release))[0]
 
 
-def hooks(bpf) -> dict[str, str]:
-    """{probe name: "raw_tracepoint" or "tracepoint"} for the loaded probes that have both
-    versions, read from the programs bcc attached."""
-    funcs = {f.decode() if isinstance(f, bytes) else f for f in getattr(bpf, "funcs", {})}
+def hooks(probes) -> dict[str, str]:
+    """{probe name: "raw_tracepoint" or "tracepoint"} for the loaded probes (loaded.LoadedProbes)
+    that have both versions, read from the programs loaded."""
+    funcs = set(probes.programs)
     out = {}
     for probe in PROBES:
         events = [tp.split(":", 1)[1] for tp in probe.tracepoints]
