@@ -186,7 +186,7 @@ def _gapped(tmp_path, duty: bool = True):
 
 
 def test_a_recording_with_gaps_lasts_its_recorded_time(tmp_path):
-    from dpuprof.recording.window import recorded_s
+    from dpuprof.recording.reader import recorded_s
 
     rec = _gapped(tmp_path)
     assert rec.duration_s == 3.0 and rec.meta["duty"] == {"on_s": 1.0, "period_s": 3.0}

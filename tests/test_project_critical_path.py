@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from dpuprof.project import critical_path
 from dpuprof.project.paths import JobPaths, Loader, RankThread
-from dpuprof.recording.window import Window
+from dpuprof.projection.window import Window
 
 D = 10.0
 

@@ -1,5 +1,5 @@
 """Roles, waits and freed CPU read from per-thread tables (dpuprof.project.paths), and the steady
-window (dpuprof.recording.window), on synthetic tables built for the test (not measurements)."""
+window (dpuprof.projection.window), on synthetic tables built for the test (not measurements)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from dpuprof.errors import UserError
 from dpuprof.project import paths
-from dpuprof.recording import window
+from dpuprof.projection import window
 from dpuprof.recording.schema import TABLES
 
 NS = 1_000_000_000

@@ -79,7 +79,7 @@ def project(recording, dpu, fmt, output, nodes, gpus_per_node, sweep_spec, set_s
     # Imported here, not at the top, so --help and a bad option stay fast (after dpuprof.cli is
     # loaded, time.perf_counter around each import, 2-CPU VM): the window parser imports pandas
     # (0.40-0.58 s), then the model and its pydantic schemas take 0.23-0.34 s more.
-    from dpuprof.recording.window import parse_range
+    from dpuprof.projection.window import parse_range
 
     window = parse_range(time_range)
 

@@ -80,7 +80,7 @@ def report(recordings, output, fmt, mode, projection, time_range, workers, quiet
     if time_range is not None:
         # here, not at the top: its module imports pandas (0.40-0.58 s after dpuprof.cli is loaded,
         # time.perf_counter around the import, 2-CPU VM), which --help and a bad option never need
-        from dpuprof.recording.window import parse_range
+        from dpuprof.projection.window import parse_range
 
         parse_range(time_range)  # a bad range fails here, before any recording is read
     if name in registry.NEEDS_FILE and output in (None, "-"):

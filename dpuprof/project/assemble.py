@@ -118,7 +118,7 @@ def build_projection(inp: ProjectionInput, profile: Profile, *, nodes: int | Non
     caller's: dpuprof.projection.store.stamp).
 
     ``only``: offload only these top-level categories. ``window``: the part of the recording the
-    job speedup is read from, (start, end) seconds or "steady" (dpuprof.recording.window).
+    job speedup is read from, (start, end) seconds or "steady" (dpuprof.projection.window).
 
     ``mode``: override every mechanism's execution mode (sync, sync_os, async) for a what-if.
     ``nodes``/``gpus_per_node``: extrapolate all-reduce time (alpha-beta ring, TCP vs RDMA).

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from dpuprof.categories import NOT_WORK
-from dpuprof.recording.window import Window
+from dpuprof.projection.window import Window
 
 RANK_MIN_BUSY = 0.05
 LOADER_COMM = "pt_data_worker"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 
 from dpuprof.project import critical_path, outcomes, paths
-from dpuprof.recording import window
+from dpuprof.projection import window
 from dpuprof.project.inputs import ProjectionInput
 
 ASSUMPTIONS = [

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True)
 class WindowMeta:
     """--time: the part of the recording kept (seconds from its start) and how it was chosen
-    (``dpuprof.recording.window.Window.as_dict``, set by render/timewindow.py)."""
+    (``dpuprof.projection.window.Window.as_dict``, set by render/timewindow.py)."""
 
     start_s: float
     end_s: float

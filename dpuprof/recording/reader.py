@@ -21,6 +21,7 @@ import tempfile
 import urllib.parse
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dpuprof.errors import UserError
 from dpuprof.recording.checks import MAX_ABS, check_types as _check_types, fail as _fail
@@ -29,6 +30,9 @@ from dpuprof.recording import threadpack
 from dpuprof.recording.folded import join as join_frames
 from dpuprof.recording.meta import RecordingMeta
 from dpuprof.recording.schema import LATE_COLUMNS, READABLE_VERSIONS, SCHEMA_VERSION, SINCE, TABLES
+
+if TYPE_CHECKING:  # tables import pandas where they are read
+    import pandas as pd
 
 DEFAULT_NAME = "dpuprof.rec"
 SUFFIX = ".rec"
@@ -80,10 +84,22 @@ class Recording:
 
     @cached_property
     def duration_s(self) -> float:
-        """Seconds recorded: the intervals' span less its gaps (window.recorded_s)."""
-        from dpuprof.recording.window import recorded_s  # it imports pandas, which tables have loaded by now
-
+        """Seconds recorded: the intervals' span less its gaps (``recorded_s``)."""
         return recorded_s(self.table("intervals"))
+
+
+def recorded_s(intervals: pd.DataFrame) -> float:
+    """Seconds of ``intervals`` ([t_start, t_end] rows, unix s): from the first start to the last
+    end, less the gaps that no interval covers (a duty cycle's off parts, ``agent --duty``:
+    nothing was recorded then); the intervals of several nodes (a combined job) may overlap.
+    Rates and shares over it describe the time recorded; a recording without gaps gives its
+    span, to the bit."""
+    if intervals.empty:
+        return 0.0
+    iv = intervals.sort_values("t_start")
+    covered_to = iv["t_end"].cummax().to_numpy()[:-1]  # the latest end so far, before each next start
+    gaps = (iv["t_start"].to_numpy()[1:] - covered_to).clip(min=0.0)
+    return float(iv["t_end"].max() - iv["t_start"].iloc[0]) - float(gaps.sum())
 
 
 def load(path: str | os.PathLike) -> Recording:

@@ -2,7 +2,7 @@
 loaded Recording, and the check of a comparison's two views.
 
 The steady window is the one ``dpuprof project`` and ``--time steady`` use
-(:func:`dpuprof.recording.window.choose`); a window that falls back to the whole recording
+(:func:`dpuprof.projection.window.choose`); a window that falls back to the whole recording
 (too short, or no workload CPU, to tell start-up apart) counts as none. Steps are the step markers
 of one rank (:func:`dpuprof.render.steps.step_marks`) that lie inside the window; CPU is the busy
 CPU of the workload's processes (the job's process tree: other work on the host is not the job's,
@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from dpuprof.categories import NOT_WORK
-from dpuprof.recording.window import choose
+from dpuprof.projection.window import choose
 from dpuprof.render.projection_check import ProjectionCheck, RunFacts, check
 from dpuprof.render.steps import apportion, step_marks
 from dpuprof.render.view import RunView

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from dpuprof.categories import INFRASTRUCTURE, NOT_WORK
-from dpuprof.recording.window import recorded_s
+from dpuprof.recording.reader import recorded_s
 from dpuprof.render.job_identity import describe, identity
 from dpuprof.render.job_projection import JobBrief, NodeProjection, job_speedup, node_projection
 

@@ -5,7 +5,7 @@ projection of A was right about B. Pure: it takes the two runs' facts (:class:`R
 from the recordings by :mod:`dpuprof.render.check_facts`) and A's typed Projection, and returns a
 :class:`ProjectionCheck`; no I/O, no printing. The formats render it.
 
-What is compared, over each run's steady window (dpuprof.recording.window):
+What is compared, over each run's steady window (dpuprof.projection.window):
 
 - **workload CPU after, per category and per offload mechanism**: *projected* is A's measured CPU
   times the projection's after/before ratio for that category (or the mechanism's subcategories:

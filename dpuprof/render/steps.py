@@ -3,7 +3,7 @@ recording's step markers.
 
 Steps: ``markers`` of kind ``step`` (``dpuprof.mark_step()``) where there are at least two, else
 ``ddp_step`` (DDP's per-iteration entry), as the steady window picks them
-(:data:`dpuprof.recording.window.STEP_KINDS`). Every rank of a DDP job marks its own steps; the
+(:data:`dpuprof.projection.window.STEP_KINDS`). Every rank of a DDP job marks its own steps; the
 boundaries are taken from one rank, the one with the most markers (the lowest pid on a tie): the
 ranks of a synchronous job step together, so one rank's clock is the job's. Step k runs from
 marker k to marker k+1 (the last marker only ends the step before it).
@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from dpuprof.categories import CATEGORIES, INFRASTRUCTURE, NOT_WORK
-from dpuprof.recording.window import STEP_KINDS
+from dpuprof.projection.window import STEP_KINDS
 from dpuprof.render.memo import per_recording
 
 #: Said wherever per-step CPU is shown.

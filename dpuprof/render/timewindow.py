@@ -1,6 +1,6 @@
 """``dpuprof report --time START:END|steady``: a Recording cut to a time window.
 
-The window is chosen by :mod:`dpuprof.recording.window` (the same rule ``dpuprof project --time``
+The window is chosen by :mod:`dpuprof.projection.window` (the same rule ``dpuprof project --time``
 uses: an interval belongs to a window when its midpoint lies inside it, so adjacent windows
 ``0:10`` and ``10:20`` share no interval and their totals add up to those of ``0:20``). Every
 per-interval table keeps only the window's intervals; ``markers`` keep the hits inside the window;
@@ -17,11 +17,11 @@ from __future__ import annotations
 import numpy as np
 
 from dpuprof.recording.reader import Recording
-from dpuprof.recording.window import choose, parse_range
+from dpuprof.projection.window import choose, parse_range
 
 
 def choose_window(rec: Recording, requested):
-    """The :class:`dpuprof.recording.window.Window` of ``rec`` for ``requested`` ((start, end) s or
+    """The :class:`dpuprof.projection.window.Window` of ``rec`` for ``requested`` ((start, end) s or
     "steady"). UserError when an explicit range holds no interval."""
     return choose(rec.table("intervals"), rec.table("cpu_category"), rec.workload_pids,
                   rec.table("markers"), requested)

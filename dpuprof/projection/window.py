@@ -1,5 +1,10 @@
 """Which part of a recording the speedup model looks at: the steady window.
 
+Model policy, kept beside the Projection it describes (the projection's ``window``): ``dpuprof
+project`` chooses it, and the renderers apply the same rule where a report is cut to ``--time
+steady`` and in the projection check's facts (render may import the projection package, not
+project).
+
 Start-up (interpreter start, imports, rank spawn, the first steps' allocations) is not what an
 offload changes, and on a short recording it is a large part of the CPU. The window is chosen, in
 this order of preference:
@@ -27,20 +32,6 @@ WARMUP_STEPS = 3
 #: Marker kinds that mark a training step: dpuprof.mark_step(), then DDP's prepare_for_backward.
 STEP_KINDS = ("step", "ddp_step")
 PLATEAU = 0.8
-
-
-def recorded_s(intervals: pd.DataFrame) -> float:
-    """Seconds of ``intervals`` ([t_start, t_end] rows, unix s): from the first start to the last
-    end, less the gaps that no interval covers (a duty cycle's off parts, ``agent --duty``:
-    nothing was recorded then); the intervals of several nodes (a combined job) may overlap.
-    Rates and shares over it describe the time recorded; a recording without gaps gives its
-    span, to the bit."""
-    if intervals.empty:
-        return 0.0
-    iv = intervals.sort_values("t_start")
-    covered_to = iv["t_end"].cummax().to_numpy()[:-1]  # the latest end so far, before each next start
-    gaps = (iv["t_start"].to_numpy()[1:] - covered_to).clip(min=0.0)
-    return float(iv["t_end"].max() - iv["t_start"].iloc[0]) - float(gaps.sum())
 
 
 @dataclass(frozen=True)
