@@ -4,6 +4,7 @@ import os
 import threading
 import time
 
+from conftest import poll_until
 from dpuprof.record.drain.schedstat import SchedstatFiles
 
 
@@ -33,21 +34,20 @@ def test_a_kept_file_gives_the_threads_new_counters_and_an_exited_thread_is_drop
     files = SchedstatFiles()
     fds0 = _open_fds()
     try:
-        while not worker_tid:
-            time.sleep(0.001)
+        assert poll_until(lambda: worker_tid, every=0.001)
         first = files.read(pid)
         kept = _open_fds()
         assert {me, worker_tid[0]} <= set(first) and kept > fds0  # their files stay open
         spin.set()
-        time.sleep(0.2)
+        ran = lambda: files.read(pid)[worker_tid[0]][0] - first[worker_tid[0]][0]  # noqa: E731
+        assert poll_until(lambda: ran() >= 40_000_000, timeout=10, every=0.01)  # its 50 ms of CPU
         second = files.read(pid)
         assert _open_fds() == kept  # read again through the same files
         assert second[worker_tid[0]][0] - first[worker_tid[0]][0] >= 40_000_000  # its 50 ms of CPU
         stop.set()
         t.join()
-        deadline = time.time() + 5  # join() returns before the kernel thread is gone
-        while os.path.exists(f"/proc/{pid}/task/{worker_tid[0]}") and time.time() < deadline:
-            time.sleep(0.005)
+        # join() returns before the kernel thread is gone
+        poll_until(lambda: not os.path.exists(f"/proc/{pid}/task/{worker_tid[0]}"), timeout=5, every=0.005)
         third = files.read(pid)
         assert worker_tid[0] not in third and me in third
         assert _open_fds() == kept - 1  # the exited thread's file is closed

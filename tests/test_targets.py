@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from conftest import poll_until
 from dpuprof.errors import UserError
 from dpuprof.record.workload import procfs
 from dpuprof.record.workload.targets import Target, Watched, Workload, cgroup_dir, check_pids, make_target, parse_pids
@@ -104,11 +105,7 @@ def test_check_pids_on_real_processes(tree):
 
 def test_check_pids_refuses_a_zombie():
     z = subprocess.Popen(["true"])
-    for _ in range(200):
-        st = procfs.stat(z.pid)
-        if st and st.state == "Z":
-            break
-        time.sleep(0.01)
+    poll_until(lambda: (st := procfs.stat(z.pid)) is not None and st.state == "Z", timeout=2, every=0.01)
     try:
         with pytest.raises(UserError, match="has exited"):
             check_pids([z.pid], os.getpid())
@@ -141,7 +138,7 @@ def test_attach_seeds_the_existing_tree_and_keeps_exited_processes(tree):
     pids = work.pids(dict(seeded))
     assert {proc.pid, child, grandchild} <= pids
     os.kill(grandchild, signal.SIGKILL)  # a process that exits mid-recording stays in the workload
-    time.sleep(0.2)
+    assert poll_until(lambda: not procfs.alive(grandchild), timeout=10, every=0.01)
     assert grandchild in work.pids(dict(seeded))
 
 
@@ -156,10 +153,7 @@ def test_watched_never_signals_and_ends_when_the_tree_has_exited(tree):
     assert {proc.pid, child, grandchild} <= work.pids(None)
     proc.stdin.close()
     proc.wait(timeout=10)
-    for _ in range(100):
-        if watched.poll() is not None:
-            break
-        time.sleep(0.05)
+    assert poll_until(lambda: watched.poll() is not None, timeout=5)
     assert watched.poll() == 0 and watched.exited
 
 
