@@ -6,12 +6,15 @@
 //           for less than one drain interval. User space seeds `tree` with the recorder's own pid
 //           before starting the command and then takes the descendants of the command's pid.
 //           Each exec of a process in `tree` (of any process while exec_all[0] is set: -a) is put
-//           in `execs` with its time, so that user space (dpuprof/record/drain/execs.py, polling
-//           every 20-100 ms) reads the new image's /proc/PID/maps while it runs: a helper that exits
-//           before the next drain still has its user frames resolved.
+//           in `execs` with its time, and a record in `exec_wake` wakes user space
+//           (dpuprof/record/drain/execs.py: a thread that sleeps until then), which reads the new
+//           image's /proc/PID/maps while it runs: a helper that exits before the next drain still
+//           has its user frames resolved.
 // Maps:     tree        HASH  pid (tid of the new task) -> tgid of its parent   (131072 entries)
 //           execs       HASH  tgid -> bpf_ktime_get_ns() of its exec; user space deletes what it
 //                             took                                              (4096 entries)
+//           exec_wake   PERF_OUTPUT  the exec'ing tgid, one record per exec put in `execs`: only
+//                             a wake-up (the map holds the execs; a lost record loses nothing)
 //           exec_all    ARRAY [0] = 1: every exec on the host is put in `execs`, and every
 //                             process's exit in `exit_cpu`
 //           exit_cpu    HASH  tgid -> the process's whole on-CPU ns (all its threads) when its last
@@ -39,6 +42,7 @@
 
 BPF_HASH(tree, u32, u32, 131072);
 BPF_HASH(execs, u32, u64, 4096);
+BPF_PERF_OUTPUT(exec_wake);
 BPF_ARRAY(exec_all, u32, 1);
 BPF_ARRAY(tree_lost, u64, 3);
 BPF_ARRAY(tree_gen, u32, 1);
@@ -80,6 +84,8 @@ TRACEPOINT_PROBE(sched, sched_process_exec) {
     u64 now = bpf_ktime_get_ns();
     if (execs.update(&tgid, &now) != 0)
         tree_count_lost(1);
+    else
+        exec_wake.perf_submit(args, &tgid, sizeof(tgid));
     tree_new_generation();  // a thread that execs becomes its process's main thread (sched_wait)
     return 0;
 }

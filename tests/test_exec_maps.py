@@ -9,7 +9,9 @@ import ctypes
 import os
 import subprocess
 import sys
+import time
 
+from conftest import poll_until
 from dpuprof.record.drain.execs import ExecWatcher
 from dpuprof.record.stacks.elfsyms import ElfSymbols, demangle
 from dpuprof.record.stacks.symbols import UNKNOWN, USER_SPACE_END, ProcessMaps, Symbolizer, worth_rereading
@@ -119,3 +121,48 @@ def test_watcher_reads_each_exec_at_its_ages_and_stops_when_the_process_is_gone(
     execs[7] = 700 * ms  # exec'd again: starts over
     watcher.poll_once(706 * ms)
     assert calls[-1] == 7 and watcher.pending == {7: (700 * ms, 1)}
+
+
+class _FakeWake:
+    """The perf buffer ExecWatcher sleeps on: a pipe, readable once an exec was written."""
+
+    def __init__(self):
+        self.r, self.w = os.pipe()
+        os.set_blocking(self.r, False)
+
+    def open_perf_buffer(self, callback, page_cnt=8, lost_cb=None):
+        pass
+
+    def reader_fds(self):
+        return [self.r]
+
+    def poll(self, timeout_ms=0):
+        try:
+            os.read(self.r, 4096)
+        except BlockingIOError:
+            pass
+
+    def exec(self, execs, pid):
+        execs[pid] = time.monotonic_ns()
+        os.write(self.w, b"x")
+
+
+def test_watcher_sleeps_until_an_exec_wakes_it_and_stops_at_once():
+    execs, wake, calls = _FakeMap(), _FakeWake(), []
+    watcher = ExecWatcher(execs, lambda pid: calls.append(pid) or False, wake=wake)
+    passes = []
+    real = watcher.poll_once
+    watcher.poll_once = lambda now: passes.append(now) or real(now)
+    watcher.start()
+    try:
+        time.sleep(0.2)  # a negative check: nothing happens while no exec comes
+        assert passes == []
+        wake.exec(execs, 42)
+        assert poll_until(lambda: calls == [42], timeout=5, every=0.005)
+        assert poll_until(lambda: not watcher.pending, timeout=5, every=0.005)  # gone: nothing more to read
+    finally:
+        thread = watcher._thread
+        watcher.stop()  # wakes the thread through its own pipe: no timed wait to run out
+    assert not thread.is_alive()
+    os.close(wake.r)
+    os.close(wake.w)

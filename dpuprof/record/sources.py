@@ -254,7 +254,7 @@ class BpfSource:
         self.samples = SampleDrainer(bpf, symbolizer, classifier, self.opts.python_frames)
         if work.target.system_wide:
             bpf["exec_all"][ct.c_int(0)] = ct.c_uint32(1)  # every process's symbols are resolved
-        self.execs = ExecWatcher(bpf["execs"], symbolizer.capture).start()
+        self.execs = ExecWatcher(bpf["execs"], symbolizer.capture, wake=bpf["exec_wake"]).start()
         self.softirq = SoftirqDrainer(bpf) if "softirq" in used else None
         self.block = BlockDrainer(bpf) if "block_io" in used else None
         self.net = NetDrainer(bpf) if "net_dev" in used else None

@@ -1,7 +1,8 @@
 """Read each new workload image's memory map while it runs: the exec watcher.
 
 probes/proc_tree.bpf.c puts every exec of a workload process in its ``execs`` map (pid -> exec
-time). A thread here takes them every ``POLL_S`` (``IDLE_POLL_S`` while no exec is pending)
+time) and a record in its ``exec_wake`` perf buffer. A thread here sleeps in poll(2) on that
+buffer while no exec is pending, takes the map when woken and every ``POLL_S`` while one is,
 and has the Symbolizer read the process's /proc/PID/maps (``Symbolizer.capture``) at the ages
 in ``CAPTURE_AGES_S``: the first read once the dynamic loader has had time to map the DT_NEEDED
 libraries (a few ms after exec), later ones for libraries opened with dlopen (OpenSSL's
@@ -10,15 +11,18 @@ after the process exits until its samples are drained, so a ``curl`` or ``zstd -
 0.2 s is resolved like a long-lived process. A drain that misses in a live process still re-reads
 its maps itself (symbols.py); one that misses in a process that is gone cannot.
 
-Why a poller, not a perf buffer: exec is rare, a hash map read costs one
-``bpf_map_get_next_key`` when nothing happened, and needs no callback machinery (bcc polls every
-perf buffer of a BPF object at once, and the uprobes probe has its own). The exec
+Why the map holds the execs and the buffer only wakes: the map keeps one entry per process
+however many execs arrive between two passes, and a full buffer loses only wake-ups. Why not a
+timed poll (until 2026-12-06: every 100 ms with nothing pending): each wake-up of the thread
+costs ~0.1 ms of CPU (below), ~0.1 % of a core for a workload that never execs. The exec
 tracepoint fires before ld.so runs, so reading there would see only the binary and ld.so anyway.
 """
 
 from __future__ import annotations
 
 import ctypes as ct
+import os
+import select
 import threading
 import time
 
@@ -26,11 +30,9 @@ from dpuprof.record.load.libbcc import lib
 
 # Each wake-up of the thread cost ~0.1 ms of its CPU time in the recorder here (0.30 s over
 # 3,042 polls of a DDP run, 0.03 s over 307 of `sleep 6`; the poll itself is 6 us: the rest is
-# the wake-up and the GIL hand-over on this shared 2-CPU VM). So 20 ms only while an exec is
-# pending (a loader starting a helper per shard), 100 ms otherwise (~0.1 % of a core); a first
-# exec after 2 s without one is read 5-105 ms after it.
+# the wake-up and the GIL hand-over on this shared 2-CPU VM). So a pass every 20 ms at most while
+# an exec is pending (a loader starting a helper per shard: its execs wake the thread once a pass).
 POLL_S = 0.02
-IDLE_POLL_S = 0.1
 # Ages after exec (s) at which the maps are (re-)read while the process lives. 5 ms: ld.so has
 # mapped curl's DT_NEEDED libraries by then (LD_DEBUG=statistics here: 1.3 M cycles to load them,
 # 2.4-9.8 M for all of ld.so's start-up, at 2.4 GHz: 1-4 ms); the later reads catch dlopen'd code
@@ -51,12 +53,14 @@ def _nonempty_check(table):
 
 
 class ExecWatcher:
-    """Polls ``execs`` (a bcc hash map, pid -> exec time in CLOCK_MONOTONIC ns) on a thread of its
-    own and calls ``capture(pid)`` (-> False once the process is gone) at each age of
-    ``CAPTURE_AGES_S``. ``poll_once(now_ns)`` is one pass (the thread's body, and the tests')."""
+    """Takes ``execs`` (a hash map, pid -> exec time in CLOCK_MONOTONIC ns) on a thread of its
+    own, woken by ``wake`` (a bpfmap.PerfEventArray with a record per exec), and calls
+    ``capture(pid)`` (-> False once the process is gone) at each age of ``CAPTURE_AGES_S``.
+    ``poll_once(now_ns)`` is one pass (the thread's body, and the tests')."""
 
-    def __init__(self, execs_map, capture, ages=CAPTURE_AGES_S):
+    def __init__(self, execs_map, capture, ages=CAPTURE_AGES_S, wake=None):
         self.map = execs_map
+        self.wake = wake
         self.capture = capture
         self.ages_ns = [int(a * 1e9) for a in ages]
         self.pending: dict[int, tuple[int, int]] = {}  # pid -> (exec ns, index of the next age)
@@ -66,20 +70,36 @@ class ExecWatcher:
         self._thread: threading.Thread | None = None
 
     def start(self) -> "ExecWatcher":
+        """Start the thread (``wake`` is required for it)."""
+        self.wake.open_perf_buffer(lambda _cpu, _data, _size: None, page_cnt=1)
+        self._stop_r, self._stop_w = os.pipe()
         self._thread = threading.Thread(target=self._run, name="dpuprof-execs", daemon=True)
         self._thread.start()
         return self
 
     def stop(self) -> None:
-        """Stop polling (idempotent); waits for the thread's current pass."""
+        """Stop the thread (idempotent); waits for its current pass."""
         self._stop.set()
         if self._thread is not None:
+            os.write(self._stop_w, b"x")
             self._thread.join(timeout=2)
             self._thread = None
+            os.close(self._stop_r)
+            os.close(self._stop_w)
 
     def _run(self) -> None:
-        while not self._stop.wait(POLL_S if self.pending else IDLE_POLL_S):
+        """Sleep until an exec (or stop) while none is pending; then a pass at its first capture
+        age, and one every POLL_S while any is pending."""
+        poller = select.poll()
+        for fd in [*self.wake.reader_fds(), self._stop_r]:
+            poller.register(fd, select.POLLIN)
+        while True:
+            if not self.pending:
+                poller.poll()
+            if self._stop.wait(POLL_S if self.pending else self.ages_ns[0] / 1e9):
+                return
             try:
+                self.wake.poll(0)  # the wake-up records: read, so the buffers stop being readable
                 self.poll_once(time.monotonic_ns())
             except Exception:  # noqa: BLE001 - the map is gone (probes closed): stop quietly
                 if self._stop.is_set():

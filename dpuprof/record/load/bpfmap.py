@@ -125,12 +125,14 @@ class PerfEventArray(BpfMap):
 
     def __init__(self, name, fd, map_type, key, leaf, max_entries, fields=()):
         super().__init__(name, fd, map_type, key, leaf, max_entries)
-        self._event = _event_class(fields) if fields else None
+        self._fields, self._event = list(fields), None
         self.readers: list[int] = []  # perf_reader pointers, one per online CPU
         self._callbacks: list = []  # the ctypes callbacks, kept alive while the readers are
 
     def event(self, data):
         """The record at ``data`` as the struct the program submitted (its fields from the entry)."""
+        if self._event is None:
+            self._event = _event_class(self._fields)
         return ct.cast(data, ct.POINTER(self._event)).contents
 
     def open_perf_buffer(self, callback, page_cnt: int = 8, lost_cb=None) -> None:
@@ -146,6 +148,10 @@ class PerfEventArray(BpfMap):
             self.readers.append(reader)
             self._callbacks.append((raw, lost))
             self[self.Key(cpu)] = self.Leaf(lib().perf_reader_fd(reader))
+
+    def reader_fds(self) -> list[int]:
+        """The perf buffers' fds (readable while a buffer holds records), for poll(2)."""
+        return [lib().perf_reader_fd(reader) for reader in self.readers]
 
     def poll(self, timeout_ms: int = 0) -> None:
         """Run the callbacks for what the buffers hold, waiting at most ``timeout_ms``."""

@@ -72,8 +72,8 @@ class _ProgLoadAttr(ct.Structure):
 
 
 def load_uprobe_multi(insns: bytes, name: str, license: bytes) -> int:
-    """Program ``insns`` loaded as a uprobe-multi program (what uprobe_link.load_multi makes
-    from bcc's module, for a caller that has only the bytecode); its fd, or -1 with errno set."""
+    """Program ``insns`` loaded as a uprobe-multi program (uprobe_link.py); its fd, or -1 with
+    errno set."""
     code, lic = ct.create_string_buffer(insns, len(insns)), ct.create_string_buffer(license)
     attr = _ProgLoadAttr(prog_type=_BPF_PROG_TYPE_KPROBE, insn_cnt=len(insns) // 8, insns=ct.addressof(code),
                          license=ct.addressof(lic), prog_name=name.encode("latin-1")[:15],

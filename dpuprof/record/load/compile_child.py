@@ -17,13 +17,14 @@ the programs and attaches them into a ``loaded.LoadedProbes``, which the drains 
 
 from __future__ import annotations
 
+import base64
 import ctypes as ct
 import fcntl
 import json
 import os
 
 from dpuprof.errors import UserError
-from dpuprof.record.load import bytecode, probe_cache, uprobe_link
+from dpuprof.record.load import bytecode, probe_cache
 from dpuprof.record.load.bcc_loader import release_compiler_pages
 from dpuprof.record.load.libbcc import lib
 
@@ -235,11 +236,13 @@ def _preload(bpf, perf_event_funcs) -> tuple[dict[str, str], str | None, dict[st
                 errors[name.decode("latin-1")] = (str(err) or repr(err)).splitlines()[0][:300]
             continue
         code[name.decode("latin-1")] = bytecode.of_function(mod, name)
-        if multi_refused is None and len(code) == 1:
-            try:
-                os.close(uprobe_link.load_multi(mod, name))
-            except OSError as err:
-                multi_refused = f"uprobe-multi program refused ({err.strerror})"
+        if len(code) == 1:  # its bytecode refers to this process's maps: loadable here as it is
+            fd = bytecode.load_uprobe_multi(base64.b64decode(code[name.decode("latin-1")]), name.decode("latin-1"),
+                                            lib().bpf_module_license(mod))
+            if fd < 0:
+                multi_refused = f"uprobe-multi program refused ({os.strerror(ct.get_errno())})"
+            else:
+                os.close(fd)
     return errors, multi_refused, code
 
 

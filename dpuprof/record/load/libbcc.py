@@ -71,7 +71,6 @@ SIGNATURES = {
     "bpf_table_leaf_size_id": (_sz, [_p, _sz]),
     "bpf_perf_event_fields": (_sz, [_p, _s]),
     "bpf_perf_event_field": (_s, [_p, _s, _sz]),
-    "bcc_func_load": (_i, [_p, _i, _s, _p, _i, _s, _u, _i, _s, _u, _s, _i]),  # bcc 0.26: attach_type last
 }
 
 

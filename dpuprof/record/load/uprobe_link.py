@@ -6,7 +6,7 @@ for the 15 of a DDP run with --codec-uprobes, closed in parallel or not). A upro
 release waits too, but without that lock, so links closed together wait once: 15 took 0.06-0.1 s
 there. The programs are the same; only the attachment differs (each uprobe function is loaded
 with the uprobe-multi attach type: the compile child checks that the kernel takes such a program,
-``load_multi``, and the recorder loads its copies from the entry). Where the kernel refuses a
+and the recorder loads its copies from the entry: bytecode.load_uprobe_multi). Where the kernel refuses a
 link, ``attach`` attaches a perf-event uprobe instead (after ENOSYS/EOPNOTSUPP, every later one
 too). The links are kept in the LoadedProbes (``links``), which closes them with the rest.
 """
@@ -18,12 +18,11 @@ import errno
 import os
 
 from dpuprof.record.load.bytecode import BPF_TRACE_UPROBE_MULTI
-from dpuprof.record.load.libbcc import lib, resolve_symbol
+from dpuprof.record.load.libbcc import resolve_symbol
 
 _NR_BPF = 321 if os.uname().machine == "x86_64" else 280  # aarch64 (asm-generic)
 _BPF_LINK_CREATE = 28
 BPF_F_UPROBE_MULTI_RETURN = 1
-BPF_PROG_TYPE_KPROBE = 2
 _libc = ct.CDLL(None, use_errno=True)
 
 
@@ -70,18 +69,3 @@ def attach(probes, name: str, sym: str, fn_name: str, ret: bool = False) -> int:
             probes.links[(path, addr, ret, fn_name)] = fd
             return fd
     return probes.attach_uprobe(path, addr, fn_name, ret)
-
-
-def load_multi(mod, fn_b: bytes) -> int:
-    """Load function ``fn_b`` of bcc module ``mod`` (the compile child's) as a uprobe-multi
-    program; its fd, or OSError when the kernel refuses it."""
-    start = lib().bpf_function_start(mod, fn_b)
-    if not start:
-        raise OSError(errno.ENOENT, f"no function {fn_b.decode()}")
-    fd = lib().bcc_func_load(mod, BPF_PROG_TYPE_KPROBE, fn_b, start, lib().bpf_function_size(mod, fn_b),
-                             lib().bpf_module_license(mod), lib().bpf_module_kern_version(mod),
-                             0, None, 0, None, BPF_TRACE_UPROBE_MULTI)
-    if fd < 0:
-        err = ct.get_errno()
-        raise OSError(err, os.strerror(err))
-    return fd
