@@ -2,7 +2,7 @@
 
 probes/proc_tree.bpf.c puts every exec of a workload process in its ``execs`` map (pid -> exec
 time) and a record in its ``exec_wake`` perf buffer. A thread here sleeps in poll(2) on that
-buffer while no exec is pending, takes the map when woken and every ``POLL_S`` while one is,
+buffer until an exec wakes it or a pending process's next capture age comes, takes the map,
 and has the Symbolizer read the process's /proc/PID/maps (``Symbolizer.capture``) at the ages
 in ``CAPTURE_AGES_S``: the first read once the dynamic loader has had time to map the DT_NEEDED
 libraries (a few ms after exec), later ones for libraries opened with dlopen (OpenSSL's
@@ -13,8 +13,9 @@ its maps itself (symbols.py); one that misses in a process that is gone cannot.
 
 Why the map holds the execs and the buffer only wakes: the map keeps one entry per process
 however many execs arrive between two passes, and a full buffer loses only wake-ups. Why not a
-timed poll (until 2026-12-06: every 100 ms with nothing pending): each wake-up of the thread
-costs ~0.1 ms of CPU (below), ~0.1 % of a core for a workload that never execs. The exec
+timed poll (until 2026-12-06: every 100 ms with nothing pending, every 20 ms while an exec was
+pending, so ~110 wake-ups for each exec): each wake-up of the thread costs ~0.1 ms of CPU
+(below). Now an exec costs one pass per capture age, and a workload that never execs none. The exec
 tracepoint fires before ld.so runs, so reading there would see only the binary and ld.so anyway.
 """
 
@@ -30,9 +31,7 @@ from dpuprof.record.load.libbcc import lib
 
 # Each wake-up of the thread cost ~0.1 ms of its CPU time in the recorder here (0.30 s over
 # 3,042 polls of a DDP run, 0.03 s over 307 of `sleep 6`; the poll itself is 6 us: the rest is
-# the wake-up and the GIL hand-over on this shared 2-CPU VM). So a pass every 20 ms at most while
-# an exec is pending (a loader starting a helper per shard: its execs wake the thread once a pass).
-POLL_S = 0.02
+# the wake-up and the GIL hand-over on this shared 2-CPU VM).
 # Ages after exec (s) at which the maps are (re-)read while the process lives. 5 ms: ld.so has
 # mapped curl's DT_NEEDED libraries by then (LD_DEBUG=statistics here: 1.3 M cycles to load them,
 # 2.4-9.8 M for all of ld.so's start-up, at 2.4 GHz: 1-4 ms); the later reads catch dlopen'd code
@@ -88,15 +87,16 @@ class ExecWatcher:
             os.close(self._stop_w)
 
     def _run(self) -> None:
-        """Sleep until an exec (or stop) while none is pending; then a pass at its first capture
-        age, and one every POLL_S while any is pending."""
+        """Sleep until an exec (or stop) or the next capture due; after an exec, a pass at its
+        first capture age (execs that come meanwhile share that pass: at most one pass per first
+        age in an exec storm)."""
         poller = select.poll()
         for fd in [*self.wake.reader_fds(), self._stop_r]:
             poller.register(fd, select.POLLIN)
         while True:
-            if not self.pending:
-                poller.poll()
-            if self._stop.wait(POLL_S if self.pending else self.ages_ns[0] / 1e9):
+            due = min((at + self.ages_ns[i] for at, i in self.pending.values()), default=None)
+            woken = poller.poll(None if due is None else max(0.0, (due - time.monotonic_ns()) / 1e6))
+            if self._stop.is_set() or (woken and self._stop.wait(self.ages_ns[0] / 1e9)):
                 return
             try:
                 self.wake.poll(0)  # the wake-up records: read, so the buffers stop being readable
