@@ -28,11 +28,16 @@
 //           tree_lost   ARRAY [0] = forks not recorded because `tree` was full,
 //                             [1] = execs not recorded because `execs` was full,
 //                             [2] = process exits not recorded because `exit_cpu` was full
-// Hooks:    tracepoints sched:sched_process_fork, sched:sched_process_exec, sched:sched_process_exit
-//           (the exit's CPU only where dpuprof/record/load/probes.py defines PROC_TREE_EXIT_CPU with
-//           the offsets below, from BTF: TASK_SIGNAL_OFF task_struct.signal, TASK_RUNTIME_OFF
+// Hooks:    sched_process_fork and sched_process_exec as raw tracepoints, sched:sched_process_exit
+//           as a tracepoint, where dpuprof/record/load/probes.py defines PROC_TREE_RAW_TP with the
+//           offsets below from BTF; else all three as tracepoints, without the exit's CPU. (Why raw:
+//           a tracepoint's attachment takes ~45 ms to close, one after another under the kernel's
+//           event mutex: ~0.2 s at the end of every recording for proc_tree's and uprobes' five,
+//           where raw tracepoints close at once. The exit stays a tracepoint: sched_wait has the
+//           raw one, and bcc names a raw program after its event.) TASK_PID_OFF task_struct.pid,
+//           TASK_SIGNAL_OFF task_struct.signal, TASK_RUNTIME_OFF
 //           task_struct.se.sum_exec_runtime, SIG_LIVE_OFF signal_struct.live, SIG_RUNTIME_OFF
-//           signal_struct.sum_sched_runtime). do_exit counts signal->live down before the
+//           signal_struct.sum_sched_runtime. do_exit counts signal->live down before the
 //           tracepoint, so the thread that sees 0 is its process's last: the process's CPU is then
 //           what its released threads left in signal->sum_sched_runtime plus this thread's own.
 // Overhead: one hash lookup per fork/clone, exec and thread exit on the host; negligible (all are
@@ -62,11 +67,11 @@ static inline void tree_count_lost(int idx) {
         __sync_fetch_and_add(lost, 1);
 }
 
-TRACEPOINT_PROBE(sched, sched_process_fork) {
+// A fork (in the parent's context) of `child`, a new task's pid.
+static inline int tree_on_fork(u32 child) {
     u32 ptgid = bpf_get_current_pid_tgid() >> 32;
     if (!tree.lookup(&ptgid))
         return 0;
-    u32 child = args->child_pid;
     if (tree.update(&child, &ptgid) != 0) {
         tree_count_lost(0);
         return 0;
@@ -75,7 +80,8 @@ TRACEPOINT_PROBE(sched, sched_process_fork) {
     return 0;
 }
 
-TRACEPOINT_PROBE(sched, sched_process_exec) {
+// An exec, in the context of the thread that exec'd.
+static inline int tree_on_exec(void *ctx) {
     u32 tgid = bpf_get_current_pid_tgid() >> 32;  // after exec the exec'ing thread leads its group
     int zero = 0;
     u32 *all = exec_all.lookup(&zero);
@@ -85,12 +91,34 @@ TRACEPOINT_PROBE(sched, sched_process_exec) {
     if (execs.update(&tgid, &now) != 0)
         tree_count_lost(1);
     else
-        exec_wake.perf_submit(args, &tgid, sizeof(tgid));
+        exec_wake.perf_submit(ctx, &tgid, sizeof(tgid));
     tree_new_generation();  // a thread that execs becomes its process's main thread (sched_wait)
     return 0;
 }
 
-#ifdef PROC_TREE_EXIT_CPU
+#ifdef PROC_TREE_RAW_TP
+// sched_process_fork(struct task_struct *parent, struct task_struct *child)
+RAW_TRACEPOINT_PROBE(sched_process_fork) {
+    u32 child = 0;
+    if (bpf_probe_read_kernel(&child, sizeof(child), (void *)(ctx->args[1] + TASK_PID_OFF)) != 0)
+        return 0;
+    return tree_on_fork(child);
+}
+
+RAW_TRACEPOINT_PROBE(sched_process_exec) {
+    return tree_on_exec(ctx);
+}
+#else
+TRACEPOINT_PROBE(sched, sched_process_fork) {
+    return tree_on_fork(args->child_pid);
+}
+
+TRACEPOINT_PROBE(sched, sched_process_exec) {
+    return tree_on_exec(args);
+}
+#endif
+
+#ifdef PROC_TREE_RAW_TP
 static inline u64 tree_read_u64(u64 addr) {
     u64 v = 0;
     bpf_probe_read_kernel(&v, sizeof(v), (void *)addr);

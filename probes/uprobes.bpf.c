@@ -17,7 +17,8 @@
 //                             [2] all-reduce whose payload size failed the layout cross-check
 // Hooks:    uprobe/uretprobe pairs attached by dpuprof/record/drain/uprobes.py once a workload process
 //           maps the library; tracepoint syscalls:sys_enter_getpgid (dpuprof.mark_step's marker);
-//           tracepoint task:task_newtask (workload membership; proc_tree owns sched_process_fork);
+//           task_newtask (workload membership; proc_tree owns sched_process_fork), a raw tracepoint
+//           where UP_TASK_CLOCK's offsets are found, else a tracepoint;
 //           no program on sched_switch: a call's on-CPU time is the calling thread's own CPU clock
 //           at return less at entry, read from its task (below).
 // CPU clock: the scheduler's se.sum_exec_runtime is brought up to date only at a tick or a
@@ -80,16 +81,31 @@ static inline int in_workload(u32 tgid) {
 }
 
 #define UP_CLONE_THREAD 0x00010000
-TRACEPOINT_PROBE(task, task_newtask) {
-    if (args->clone_flags & UP_CLONE_THREAD)
+static inline int up_on_newtask(u64 clone_flags, u32 child) {
+    if (clone_flags & UP_CLONE_THREAD)
         return 0;   // a thread: its process is already a member or not
     u32 ptgid = bpf_get_current_pid_tgid() >> 32;
     if (!wl.lookup(&ptgid))
         return 0;
-    u32 child = args->pid, one = 1;
+    u32 one = 1;
     wl.update(&child, &one);
     return 0;
 }
+
+#ifdef UP_TASK_CLOCK
+// task_newtask(struct task_struct *task, unsigned long clone_flags): raw, as proc_tree's fork and
+// exec, because a tracepoint's attachment is slow to close (probes/proc_tree.bpf.c, Hooks).
+RAW_TRACEPOINT_PROBE(task_newtask) {
+    u32 child = 0;
+    if (bpf_probe_read_kernel(&child, sizeof(child), (void *)(ctx->args[0] + UP_PID_OFF)) != 0)
+        return 0;
+    return up_on_newtask(ctx->args[1], child);
+}
+#else
+TRACEPOINT_PROBE(task, task_newtask) {
+    return up_on_newtask(args->clone_flags, args->pid);
+}
+#endif
 
 static inline void emit_mark(void *ctx, u32 kind) {
     u64 id = bpf_get_current_pid_tgid();

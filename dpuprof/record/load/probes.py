@@ -77,8 +77,8 @@ PROBES = (
     # the probe loads without it (a process's last partial interval is then left to its samples).
     Probe("proc_tree", "proc_tree.bpf.c",
           ("sched:sched_process_fork", "sched:sched_process_exec", "sched:sched_process_exit"),
-          raw=RawVariant("PROC_TREE_EXIT_CPU",
-                         (("TASK_SIGNAL_OFF", "task_struct", "signal", 8),
+          raw=RawVariant("PROC_TREE_RAW_TP",
+                         (("TASK_PID_OFF", "task_struct", "pid", 4), ("TASK_SIGNAL_OFF", "task_struct", "signal", 8),
                           ("TASK_RUNTIME_OFF", "task_struct", "se.sum_exec_runtime", 8),
                           ("SIG_LIVE_OFF", "signal_struct", "live", 4),
                           ("SIG_RUNTIME_OFF", "signal_struct", "sum_sched_runtime", 8)))),
@@ -108,7 +108,8 @@ PROBES = (
     # without them cpu_ns is 0)
     Probe("uprobes", "uprobes.bpf.c", ("task:task_newtask", "syscalls:sys_enter_getpgid"),
           raw=RawVariant("UP_TASK_CLOCK", (("UP_RUNTIME_OFF", "task_struct", "se.sum_exec_runtime", 8),
-                                           ("UP_EXEC_START_OFF", "task_struct", "se.exec_start", 8)))),
+                                           ("UP_EXEC_START_OFF", "task_struct", "se.exec_start", 8),
+                                           ("UP_PID_OFF", "task_struct", "pid", 4)))),
     # Waits measured at each wake-up from the wakee's own counters (probes/sched_wait.bpf.c): no
     # program on sched_switch; the task fields' offsets come from BTF, so there is no classic
     # tracepoint version.
