@@ -97,3 +97,31 @@ def test_maps_by_fd_read_what_bccs_tables_read():
             assert pc.sum(ct.c_int(0)).value == 0
     finally:
         bpf.cleanup()
+
+
+def test_a_uprobe_falls_back_to_a_perf_event_where_links_are_refused():
+    """Where the kernel refuses uprobe-multi links (before Linux 6.6), a uprobe is a perf event
+    through libbcc's bpf_attach_uprobe (its seven arguments, ref_ctr_offset 0): it fires, and its
+    detach stops it."""
+    from dpuprof.record.load import probes, uprobe_link
+    from dpuprof.record.load.bcc_loader import import_bcc
+
+    loaded, used, _ = probes.load(import_bcc().BPF, ["proc_tree", "cpu_sample", "uprobes"])
+    try:
+        assert "uprobes" in used
+        loaded.multi_refused = "refused here, to take the other way"
+        libc = next(line.split()[-1] for line in open("/proc/self/maps") if "libc.so" in line)
+        fd = uprobe_link.attach(loaded, libc, "getpid", "on_ddp_step")  # counts a hit in slot 29
+        assert fd in loaded.uprobe_events and not loaded.links
+        hits = loaded["hits"]
+        before = hits.sum(ct.c_int(29)).value
+        for _ in range(10):
+            os.getpid()
+        assert hits.sum(ct.c_int(29)).value >= before + 10
+        loaded.detach_uprobe(fd)
+        assert not loaded.uprobe_events
+        after = hits.sum(ct.c_int(29)).value
+        os.getpid()
+        assert hits.sum(ct.c_int(29)).value == after
+    finally:
+        loaded.close()

@@ -1,6 +1,7 @@
 """Reading and clearing BPF maps with few syscalls: hash maps read with BPF_MAP_LOOKUP_BATCH and
-deleted with BPF_MAP_DELETE_BATCH (falling back to bcc's entry-by-entry walk where the kernel has
-no batch operations), and stack-trace maps emptied completely. The drains call these every
+deleted with BPF_MAP_DELETE_BATCH (falling back to the entry-by-entry walk where the kernel has
+no batch operations), and stack-trace maps emptied completely. A map is a load/bpfmap.BpfMap (or
+anything with its interface: ``Key``, ``Leaf``, ``map_fd``, ``items()``, ``keys()``, ``del``). The drains call these every
 interval, on maps of thousands of entries."""
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ def _items(array, n: int, ctype) -> list:
 
 
 def snapshot(table) -> list[tuple]:
-    """Every (key, value) of a bcc hash ``table``, as bcc ctypes objects, read with
-    BPF_MAP_LOOKUP_BATCH: one syscall per ``_BATCH`` entries instead of bcc's two per entry (next
+    """Every (key, value) of a hash map ``table``, as ctypes objects, read with
+    BPF_MAP_LOOKUP_BATCH: one syscall per ``_BATCH`` entries instead of the walk's two per entry (next
     key, then lookup), in arrays of that size rather than bcc's own batch helper's arrays of
     ``max_entries`` (65536 sample keys are 5 MB, allocated and zeroed per call). Entries that
-    change while it reads are seen with either value, as with bcc's walk. Falls back to that walk
-    where the kernel or bcc has no batch lookup."""
+    change while it reads are seen with either value, as with the walk. Falls back to that walk
+    where the kernel has no batch lookup."""
     out: list[tuple] = []
     token, count = ct.c_uint32(0), ct.c_uint32(0)
     first = True
@@ -48,7 +49,7 @@ def snapshot(table) -> list[tuple]:
 
 
 def delete_keys(table, keys: list) -> None:
-    """Delete ``keys`` (bcc ctypes keys of ``table``) with BPF_MAP_DELETE_BATCH, one syscall per
+    """Delete ``keys`` (ctypes keys of ``table``) with BPF_MAP_DELETE_BATCH, one syscall per
     ``_BATCH``; one by one where the kernel has no batch delete, or a key is already gone (the
     batch stops at the first missing key)."""
     for i in range(0, len(keys), _BATCH):
@@ -74,9 +75,9 @@ def exited_entries(entries, live, drained: dict) -> list:
 
 
 def prune_exited(table, drained: dict, live, key_of, values_of) -> int:
-    """Delete from bcc hash ``table`` the entries of exited processes whose counts were drained
+    """Delete from hash map ``table`` the entries of exited processes whose counts were drained
     (``exited_entries``), and drop them from ``drained`` (the drainer's previous reading, keyed by
-    ``key_of(bcc key)`` whose first item is the pid, values ``values_of(bcc value)``). A pid the
+    ``key_of(ctypes key)`` whose first item is the pid, values ``values_of(ctypes value)``). A pid the
     kernel reuses afterwards starts a new entry from 0, which the drainer counts whole. Returns
     how many entries were deleted."""
     raw = {}
@@ -93,7 +94,7 @@ def prune_exited(table, drained: dict, live, key_of, values_of) -> int:
 
 
 def clear_stack_map(table) -> int:
-    """Delete every stack id in a bcc STACK_TRACE ``table``; returns how many were deleted.
+    """Delete every stack id in a STACK_TRACE map ``table``; returns how many were deleted.
 
     Complete: the ids come from the map itself (``BPF_MAP_GET_NEXT_KEY``), not from the drained
     counts, so stacks whose sample was dropped (counts map full) are freed too. The ids are listed
@@ -111,7 +112,7 @@ def clear_stack_map(table) -> int:
 
 
 def delete_stack_ids(table, ids) -> int:
-    """Delete the stack ``ids`` from a bcc STACK_TRACE ``table``, one syscall each (no walk of the
+    """Delete the stack ``ids`` from a STACK_TRACE map ``table``, one syscall each (no walk of the
     map's keys); returns how many were there."""
     key = table.Key()
     n = 0

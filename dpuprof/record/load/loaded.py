@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import ctypes as ct
+import itertools
 import os
 from typing import NamedTuple
 
@@ -48,6 +49,7 @@ class LoadedProbes:
         self.perf_events: dict[str, list[int]] = {}  # function -> its perf event on each online CPU
         self.links: dict[tuple, int] = {}  # (path, offset, ret, function) -> uprobe-multi link fd
         self.uprobe_events: dict[int, bytes] = {}  # perf-event uprobe fd -> its event name
+        self._uprobe_names = itertools.count()  # each perf-event uprobe's name is new
         self._fd_map = fd_map  # the compile child's map fds (in the bytecode) -> these maps' fds
         self._owned = owned  # the maps' and programs' fds, closed last
 
@@ -99,7 +101,7 @@ class LoadedProbes:
     def attach_uprobe(self, path: bytes, offset: int, fn: str, ret: bool) -> int:
         """Function ``fn`` as a perf-event uprobe (uretprobe when ``ret``) at ``offset`` of
         ``path``: where the kernel refuses uprobe-multi links (uprobe_link.attach). Its fd."""
-        name = f"dpuprof_{os.getpid()}_{len(self.uprobe_events)}_{'r' if ret else 'p'}".encode()
+        name = f"dpuprof_{os.getpid()}_{next(self._uprobe_names)}_{'r' if ret else 'p'}".encode()
         fd = lib().bpf_attach_uprobe(self.program(fn), 1 if ret else 0, name, path, offset, -1, 0)
         self.uprobe_events[_checked(fd, f"uprobe {fn} in {path.decode(errors='replace')}")] = name
         return fd

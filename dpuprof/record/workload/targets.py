@@ -163,7 +163,7 @@ class Workload:
 
     target: Target
     recorder_pid: int = field(default_factory=os.getpid)
-    tree_map: object = None  # the BPF ``tree`` map (bcc table), None in psutil mode
+    tree_map: object = None  # the BPF ``tree`` map (load/bpfmap.BpfMap), None in psutil mode
     lost_map: object = None  # the BPF ``tree_lost`` array: seeds that did not fit are counted there
     gen_map: object = None  # the BPF ``tree_gen`` array: changed after seeding (probes/proc_tree.bpf.c)
     roots: dict[int, int] = field(default_factory=dict)  # attach/cgroup roots: pid -> start time
@@ -238,7 +238,7 @@ class Workload:
                     # keyed by task id) get the same tasks: see ``also_seed``.
                     for table, value in self.also_seed:
                         table[ct.c_uint32(tid)] = ct.c_uint32(value)
-                except Exception:  # bcc raises a bare Exception when the map is full
+                except Exception:  # an OSError when the map is full (a bare Exception from a bcc table)
                     lost += 1
             have.update(new)
         if lost and self.lost_map is not None:
