@@ -4,8 +4,10 @@ record/sources.py ``BpfSource.pause``).
 
 Each close of a tracepoint attachment waits for grace periods (about 65 ms per tracepoint on the
 loaded 2-vCPU development VM, 1.3 s for the 20 of all probes closed one by one); closed from
-parallel threads the waits overlap. uprobes are links for this reason (uprobe_link.py): bcc's
-perf-event uprobes wait one after another under a kernel lock, parallel or not (0.1 s each).
+parallel threads the waits overlap in part: five tracepoints of the default probes still took
+198-236 ms together (2026-12-06), where a raw tracepoint's close takes ~1 ms, so the probes use
+raw tracepoints where they can (probes/proc_tree.bpf.c). uprobes are links for the same reason
+(uprobe_link.py): perf-event uprobes wait one after another under a kernel lock (0.1 s each).
 """
 
 from __future__ import annotations
