@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from machine_lock import MachineLock
+
 REPO = Path(__file__).resolve().parents[1]
 WORKLOADS = REPO / "tests" / "workloads"
 FIXTURES = REPO / "fixtures"
@@ -79,6 +81,10 @@ def _launches_share_compiled_probes() -> None:
 
 
 _launches_share_compiled_probes()
+
+LOCK_DIR = "PYTEST_MACHINE_LOCK_DIR"
+# Made by the controller before it starts the xdist workers, which inherit it (machine_lock.py).
+os.environ.setdefault(LOCK_DIR, _session_dir("dpuprof-machine-lock-"))
 
 
 @pytest.fixture(autouse=True)
@@ -154,17 +160,21 @@ def _root_and_bcc() -> str | None:
     return None if ok else why
 
 
-# Where the suite runs on two pytest-xdist workers (-n 2 --dist loadgroup; pyproject.toml says why
-# it does not by default), each test file is one group, so its module fixtures run once; these
-# files, the two that run whole benchmark harnesses for minutes (-m benchmark), share one group,
-# so they never load the machine together.
+# The suite runs on two pytest-xdist workers (pyproject.toml's addopts: -n 2 --dist loadgroup). Each
+# test file is one group, so its module fixtures run once; these files, the two that run whole
+# benchmark harnesses for minutes (-m benchmark), share one group. A file with a root or benchmark
+# test runs alone (machine_lock.py): its measurements are not shared with another test's load.
 HEAVY_FILES = ("test_benchmarks_quick.py", "test_validate_quick.py")
+RUNS_ALONE: set[Path] = set()  # the files of the collected items marked root or benchmark
+_LOCK: list[MachineLock] = []  # this worker's hold on the machine, made at its first test
 
 
 def _group_by_file(items) -> None:
     for item in items:
         name = item.path.name
         item.add_marker(pytest.mark.xdist_group("heavy" if name in HEAVY_FILES else name))
+        if item.get_closest_marker("root") or item.get_closest_marker("benchmark"):
+            RUNS_ALONE.add(item.path)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -178,6 +188,25 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.xfail(reason=f"root test cannot run: {reason}", strict=True, run=False))
             else:
                 item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """On an xdist worker, each test holds the machine lock; a file that runs alone keeps it from
+    its first test to its last."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:  # one process (-n 0): nothing runs beside it
+        yield
+        return
+    if not _LOCK:
+        _LOCK.append(MachineLock(os.environ[LOCK_DIR]))
+    lock, alone = _LOCK[0], item.path in RUNS_ALONE
+    if not lock.held:
+        lock.acquire(alone)
+    try:
+        yield
+    finally:
+        if nextitem is None or not (alone and nextitem.path == item.path):
+            lock.release()
 
 
 def dpuprof(*args, check=False, timeout=300, **kw) -> subprocess.CompletedProcess:

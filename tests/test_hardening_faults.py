@@ -362,7 +362,7 @@ def test_map_overflow_under_flood_is_counted_and_memory_bounded(tmp_path, iperf3
     out = tmp_path / "flood.rec"
     # Tiny maps (the test knob of dpuprof.record.load.probes) so that overflow surely happens.
     env = dict(os.environ, DPUPROF_MAP_ENTRIES="counts=16,stacks0=8,stacks1=8,spill0=8,spill1=8")
-    proc = _start(out, "iperf3", "-c", "127.0.0.1", "-p", iperf3_server, "-P", "8", "-t", "5",
+    proc = _start(out, "iperf3", "-c", "127.0.0.1", "-p", iperf3_server, "-P", "8", "-t", "3",
                   extra=("-F", "999"), env=env)
     rss, me, t_file = [], psutil.Process(proc.pid), None
     while proc.poll() is None:

@@ -7,7 +7,7 @@ the one-category ideal profile as the validation harness does, and checks that `
 B`` makes the check: B is faster and its crypto is gone. Whether one pair's speedup lies inside
 the cell's bootstrap 95 % interval of the median of many pairs is a timing question, so it is
 benchmarks/validate_projection.py's (VALIDATION.md): one 6-s pair (the runs were 6 s then) fell outside it in 2 of 3 full
-suite runs on 2026-12-05 (1.802x and 1.267x against 1.271-1.780). Runs are short (4 s of training)
+suite runs on 2026-12-05 (1.802x and 1.267x against 1.271-1.780). Runs are short (3 s of training)
 to keep the test near a minute; the shards are written first, outside the recordings.
 """
 
@@ -40,7 +40,7 @@ def test_the_check_agrees_with_the_validation_cell(tmp_path):
     data = ["--data-dir", str(tmp_path / "data")]
     for extra in ([], ["--emulate", "crypto=remove"]):  # the ciphertext, and the plaintext B reads
         subprocess.run([*TRAIN, *extra, *data, "--generate-only"], check=True, capture_output=True, timeout=300)
-    run = [*data, "--duration", "4", "--warmup-s", "1"]
+    run = [*data, "--duration", "3", "--warmup-s", "0.5"]
     for name, extra in (("before", []), ("after", ["--emulate", "crypto=remove"])):
         dpuprof("record", "--codec-uprobes", "-q", "-o", tmp_path / f"{name}.rec", "--", *TRAIN, *extra, *run,
                 check=True, cwd=tmp_path, timeout=300)

@@ -98,7 +98,11 @@ def comparable(report_json: str) -> dict:
 @pytest.mark.parametrize("version", VERSIONS)
 def test_project_and_report_run_on(version, venv_dpuprof, reference_report, fixture_copy, tmp_path):
     exe = venv_dpuprof(version)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the venv's install, not the checkout
+    # The venv's install, not the checkout (no PYTHONPATH). Bytecode may be written (where the
+    # environment says PYTHONDONTWRITEBYTECODE, e.g. a CI image): into the venv's site-packages, a
+    # temporary directory, so that ``report`` reuses what ``project`` compiled instead of compiling
+    # pandas and numpy again (seconds a version on a 2-CPU VM); what runs is the same code.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")}
     rec = fixture_copy(FIXTURE, into=tmp_path)
     proj = subprocess.run([str(exe), "project", str(rec), "--dpu", "bluefield"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
