@@ -77,14 +77,16 @@ def _launches_share_compiled_probes() -> None:
     A different probe set, kernel or DPUPROF_* setting is another key, so no test gets another's
     programs. The tests of the compile itself (test_compile_child_root.py) and of the cache
     (test_probe_cache_root.py) set or clear the variable themselves."""
-    os.environ.setdefault("DPUPROF_PROBE_CACHE", _session_dir("dpuprof-probes-"))
+    if "DPUPROF_PROBE_CACHE" not in os.environ:  # not setdefault: its argument would make a directory
+        os.environ["DPUPROF_PROBE_CACHE"] = _session_dir("dpuprof-probes-")
 
 
 _launches_share_compiled_probes()
 
 LOCK_DIR = "PYTEST_MACHINE_LOCK_DIR"
 # Made by the controller before it starts the xdist workers, which inherit it (machine_lock.py).
-os.environ.setdefault(LOCK_DIR, _session_dir("dpuprof-machine-lock-"))
+if LOCK_DIR not in os.environ:
+    os.environ[LOCK_DIR] = _session_dir("dpuprof-machine-lock-")
 
 
 @pytest.fixture(autouse=True)

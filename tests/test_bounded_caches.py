@@ -8,16 +8,17 @@ import os
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 
 from dpuprof.agent.jobs import NO_JOB, Job, JobLabels
 from dpuprof.agent.rotate import RotatingWriter
 from dpuprof.record.drain.mapio import exited_entries
-from dpuprof.record.drain.maps import SampleDrainer
+from dpuprof.record.drain.maps import SampleDrainer, process_comms
 from dpuprof.record.drain.telemetry import ProcessTelemetry
 from dpuprof.record.lru import Lru
-from dpuprof.record.recorder import stale_processes
+from dpuprof.record.recorder import Options, Recorder, stale_processes
 from dpuprof.record.stacks import symbols
 from dpuprof.record.stacks.classify import Classifier
 from dpuprof.recording import load
@@ -57,6 +58,15 @@ def _drainer(max_stacks: int) -> SampleDrainer:
     bpf = {name: _Map() for name in ("py_ranges", "counts", "stacks0", "stacks1", "spill0", "spill1",
                                      "active")}
     return SampleDrainer(bpf, symbolizer=None, classifier=Classifier(), max_stacks=max_stacks)
+
+
+def test_a_process_is_named_by_its_main_threads_most_sampled_name():
+    keys = [(7, 7, b"sh", 1),          # caught between fork and exec, under its parent's name
+            (7, 7, b"openssl", 40),    # after the exec
+            (9, 12, b"pt_data_worker", 30), (9, 9, b"python3", 2),  # a pool's threads outnumber it
+            (11, 13, b"gloo", 3), (11, 14, b"worker", 5)]          # main thread never sampled
+    for order in (keys, keys[::-1]):  # the hash map's order decides nothing
+        assert process_comms(order) == ({7: "openssl", 9: "python3", 11: "worker"}, {7, 9})
 
 
 def test_stack_interning_is_bounded_and_names_the_ids_it_lets_go():
@@ -182,3 +192,18 @@ def test_thread_stats_reads_every_live_thread_of_a_process():
         for t in extra:
             t.join()
     assert ProcessTelemetry().sample([2 ** 22 + 1]).thread_stats == {}  # no such process
+
+
+def test_a_process_takes_the_name_it_was_sampled_under(tmp_path):
+    """/proc's name, read when a process is first noted, can be its parent's (a shell's ``sh``
+    between fork and exec); the name a later drain sampled its main thread under replaces it."""
+    rec = Recorder(Options(command=["true"], output=tmp_path / "x.rec"))
+    pid = os.getpid()  # a live process: the first note reads its name from /proc
+    rec._note_process(pid, None, False, 1.0)
+    assert rec.known_procs[pid][1] == Path(f"/proc/{pid}/comm").read_text().strip()
+    proc_name = rec.known_procs[pid][1]
+    rec._note_process(pid, "gloo", False, 2.0)  # sampled in a pool thread only: /proc's name stays
+    assert rec.known_procs[pid][1] == proc_name
+    rec._note_process(pid, "openssl", False, 3.0, named=True)  # its main thread's samples
+    rec._note_process(pid, None, False, 4.0)  # a note with no sampled name keeps it
+    assert rec.known_procs[pid][1] == "openssl" and rec.known_procs[pid][5] == 4.0

@@ -354,7 +354,11 @@ class Recorder:
             ok = self.process_ok[pid] = pid in self.listed
         return ok
 
-    def _note_process(self, pid: int, comm: str | None, in_workload: bool, now: float, ppid=None):
+    def _note_process(self, pid: int, comm: str | None, in_workload: bool, now: float, ppid=None,
+                      named: bool = False):
+        """Adds or refreshes ``pid``'s processes row. ``comm``: the name it was sampled under, or
+        None; ``named``: its main thread's, which replaces the name known (/proc's, read when
+        first noted, is its parent's between fork and exec: a shell's ``sh`` for an ``openssl``)."""
         known = self.known_procs.get(pid)
         if known is None:
             info = process_info(pid) if pid > 0 else None
@@ -364,10 +368,12 @@ class Recorder:
                 p_ppid, p_comm, cmdline = ppid, comm or "", ""
             if not in_workload or not self.work.keep_cmdline():
                 cmdline = ""  # other users' command lines stay out of a shareable file
-            known = (ppid if ppid is not None else p_ppid, p_comm or comm or "", cmdline, int(in_workload), now, now,
+            known = (ppid if ppid is not None else p_ppid, (named and comm) or p_comm or comm or "", cmdline,
+                     int(in_workload), now, now,
                      *namespaces(pid))
         else:
-            known = (*known[:3], max(known[3], int(in_workload)), known[4], now, *known[6:])
+            known = (known[0], (named and comm) or known[1], known[2], max(known[3], int(in_workload)), known[4],
+                     now, *known[6:])
         self.known_procs[pid] = known
         self.dirty_procs.add(pid)
 
@@ -396,7 +402,7 @@ class Recorder:
                 self.status.clear()  # the warning on a line of its own, not inside the live line
             self.on_warning(line)
         for pid, comm in got.comms.items():
-            self._note_process(pid, comm, pid in workload, t1, parents.get(pid))
+            self._note_process(pid, comm, pid in workload, t1, parents.get(pid), named=pid in got.main_named)
         for pid in got.ran | exits.keys():  # ran, never sampled, gone before /proc was read
             if pid > 0 and pid in workload and pid not in self.known_procs:
                 self._note_process(pid, None, True, t1, parents.get(pid))

@@ -72,8 +72,8 @@ NOT_PAUSABLE = ("sched_wait", "uprobes")
 class Drained:
     """One interval from a source: ``tables`` {table: rows} for RecordingWriter.write_interval,
     ``stacks`` new stack rows, ``dropped_stacks`` ids of stacks never referred to again,
-    ``markers`` marker rows, ``comms`` {pid: comm} of sampled processes,
-    ``ran`` pids that were sampled, ``samples`` sampled (busy ``busy`` by top-level
+    ``markers`` marker rows, ``comms`` {pid: comm} of sampled processes (``main_named``: those
+    named by their main thread's samples, drain/maps.py process_comms), ``ran`` pids that were sampled, ``samples`` sampled (busy ``busy`` by top-level
     category), ``lost`` whole samples lost (map overflows), ``warnings`` lines for the user (a
     probe that stopped early), ``closed_sockets`` (cookie, tgid, bytes_acked, bytes_received) of
     the TCP sockets closed since the last drain, and ``sockets_opened`` the count of TCP connections
@@ -83,6 +83,7 @@ class Drained:
     dropped_stacks: list = field(default_factory=list)
     markers: list = field(default_factory=list)
     comms: dict = field(default_factory=dict)
+    main_named: set = field(default_factory=set)
     ran: set = field(default_factory=set)
     samples: int = 0
     busy: Counter = field(default_factory=Counter)
@@ -342,7 +343,7 @@ class BpfSource:
         self.work.add_seen(d["comms"].keys() | exact_ns.keys())  # system-wide only
         rows = cpu_category_rows(d["cpu"], exact_ns, host, 1e9 / self.opts.freq_hz)
         out = Drained(stacks=d["new_stacks"], dropped_stacks=d["dropped_stacks"], comms=d["comms"],
-                      ran=set(d["comms"]))
+                      main_named=d["main_named"], ran=set(d["comms"]))
         out.samples, out.busy = _sample_totals(rows)
         t = out.tables
         t["cpu_category"] = rows

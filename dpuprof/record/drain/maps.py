@@ -62,6 +62,27 @@ class Cumulative:
         return out
 
 
+def process_comms(keys) -> tuple[dict[int, str], set[int]]:
+    """({pid: comm}, pids named by their main thread) from sampled keys (tgid, tid, comm bytes,
+    samples): per process, the name its main thread (tid = tgid) carried in the most samples, else
+    the one its threads carried in the most (then not in the set: a pool thread's name is not the
+    process's, which /proc gives while it lives; recorder.py ``_note_process``). Until 2026-12-06
+    the first key's name was taken, in the hash map's order: a sample caught between fork and
+    exec, still under the parent's name, could name an ``openssl`` helper ``sh`` (one fresh-clone
+    suite run found 19 of 20 helpers named ``openssl``, tests/test_short_lived_root.py; 40 runs
+    alone did not repeat it)."""
+    votes: dict[int, Counter] = {}
+    for tgid, tid, comm, n in keys:
+        votes.setdefault(tgid, Counter())[(tid == tgid, comm)] += n
+    names, by_main = {}, set()
+    for pid, counted in votes.items():
+        (main, comm), _n = max(counted.items(), key=lambda kv: (kv[0][0], kv[1], kv[0][1]))
+        names[pid] = comm.decode("utf-8", "replace")
+        if main:
+            by_main.add(pid)
+    return names, by_main
+
+
 class SampleDrainer:
     """Drains cpu_sample: classified CPU per process plus folded stacks.
 
@@ -69,6 +90,7 @@ class SampleDrainer:
     the mix, turned into time by accounting.py), ``stacks`` {(pid, stack_id):
     samples}, ``new_stacks`` [(stack_id, folded, category, subcategory, cause)], ``dropped_stacks``
     [stack_id] forgotten (MAX_STACKS: never referred to again), ``comms`` {pid: comm} and
+    ``main_named`` (the pids whose name is their main thread's: ``process_comms``),
     ``thread_cpu`` {(tid, subcategory): samples} of workload threads.
 
     Python frames (``python_frames``): each drain gives the probe the trampoline address range of
@@ -201,12 +223,11 @@ class SampleDrainer:
         cpu: Counter = Counter()
         stacks: Counter = Counter()
         thread_cpu: Counter = Counter()
-        comms: dict[int, str] = {}
+        comms, main_named = process_comms((k.tgid, k.tid, k.comm, n) for k, n in entries)
         new_stacks, dropped = [], []
         try:
             for k, n in entries:
                 pid = k.tgid
-                comms.setdefault(pid, k.comm.decode("utf-8", "replace"))
                 full = pid in workload
                 kframes, pyframes, uframes = self._sample_frames(old, k, full)
                 folded = fold(kframes, pyframes + uframes)
@@ -221,7 +242,7 @@ class SampleDrainer:
             self._clear(old, entries)  # even when symbolising failed: a full map loses stacks
         self.sym.forget(gone)
         return {"cpu": cpu, "stacks": stacks, "new_stacks": new_stacks, "dropped_stacks": dropped,
-                "comms": comms, "thread_cpu": thread_cpu}
+                "comms": comms, "main_named": main_named, "thread_cpu": thread_cpu}
 
     def _intern(self, folded: str, comm: str, pid: int, kframes, uframes, new_stacks: list, dropped: list) -> int:
         """The id of a sampled stack (and its thread rule), classified and added to ``new_stacks``
@@ -421,5 +442,5 @@ class TreeDrainer:
         return got
 
 
-__all__ = ["SampleDrainer", "SoftirqDrainer", "BlockDrainer", "NetDrainer", "SockDrainer",
+__all__ = ["SampleDrainer", "process_comms", "SoftirqDrainer", "BlockDrainer", "NetDrainer", "SockDrainer",
            "LostDrainer", "TreeDrainer"]
