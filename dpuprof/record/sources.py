@@ -73,11 +73,12 @@ class Drained:
     """One interval from a source: ``tables`` {table: rows} for RecordingWriter.write_interval,
     ``stacks`` new stack rows, ``dropped_stacks`` ids of stacks never referred to again,
     ``markers`` marker rows, ``comms`` {pid: comm} of sampled processes (``main_named``: those
-    named by their main thread's samples, drain/maps.py process_comms), ``ran`` pids that were sampled, ``samples`` sampled (busy ``busy`` by top-level
-    category), ``lost`` whole samples lost (map overflows), ``warnings`` lines for the user (a
-    probe that stopped early), ``closed_sockets`` (cookie, tgid, bytes_acked, bytes_received) of
-    the TCP sockets closed since the last drain, and ``sockets_opened`` the count of TCP connections
-    established on the host (None without sock_close), for the socket counters (drain/sockdiag.py)."""
+    named by their main thread's samples, drain/maps.py process_comms), ``ran`` pids that were
+    sampled, ``samples`` sampled (busy ``busy`` by top-level category), ``lost`` whole samples
+    lost (map overflows), ``warnings`` lines for the user (a probe that stopped early),
+    ``closed_sockets`` (cookie, tgid, bytes_acked, bytes_received) of the TCP sockets closed since
+    the last drain, and ``sockets_opened`` the count of TCP connections established on the host
+    (None without sock_close), for the socket counters (drain/sockdiag.py)."""
     tables: dict = field(default_factory=dict)
     stacks: list = field(default_factory=list)
     dropped_stacks: list = field(default_factory=list)
