@@ -43,6 +43,13 @@ def _session_dir(prefix: str) -> str:
     return home
 
 
+def _session_env(name: str, prefix: str) -> None:
+    """Environment variable ``name`` names a new session directory unless it is set already (the
+    xdist workers inherit the controller's, and the directory is made only where it is not)."""
+    if name not in os.environ:
+        os.environ[name] = _session_dir(prefix)
+
+
 def _hypothesis_outside_the_checkout() -> None:
     """Hypothesis keeps its caches in ./.hypothesis (the checkout, where pytest starts): a
     temporary directory instead, removed when the session ends, so the suite writes nothing
@@ -77,16 +84,13 @@ def _launches_share_compiled_probes() -> None:
     A different probe set, kernel or DPUPROF_* setting is another key, so no test gets another's
     programs. The tests of the compile itself (test_compile_child_root.py) and of the cache
     (test_probe_cache_root.py) set or clear the variable themselves."""
-    if "DPUPROF_PROBE_CACHE" not in os.environ:  # not setdefault: its argument would make a directory
-        os.environ["DPUPROF_PROBE_CACHE"] = _session_dir("dpuprof-probes-")
+    _session_env("DPUPROF_PROBE_CACHE", "dpuprof-probes-")
 
 
 _launches_share_compiled_probes()
 
 LOCK_DIR = "PYTEST_MACHINE_LOCK_DIR"
-# Made by the controller before it starts the xdist workers, which inherit it (machine_lock.py).
-if LOCK_DIR not in os.environ:
-    os.environ[LOCK_DIR] = _session_dir("dpuprof-machine-lock-")
+_session_env(LOCK_DIR, "dpuprof-machine-lock-")  # the controller's, before it starts the workers (machine_lock.py)
 
 
 @pytest.fixture(autouse=True)
