@@ -10,6 +10,9 @@
 //           Other threads' waits were measured too until 2026-12-05, for rows nothing read: beside
 //           4 x 128 Python threads sched_waking took 513 ns a wake-up then, 90 ns since (a wake-up
 //           of another thread now costs one kernel read).
+//           record --wait-duty W/P attaches sched_waking in the first W of every P seconds only
+//           (dpuprof/record/drain/waitduty.py), seeding sw_threads' baselines of the main threads
+//           from /proc at each attach; its two companions stay attached.
 // How:      no program on sched_switch (the one event that fires more often than any other: 270k/s
 //           under fio). A wait is measured at its wake-up from counters the scheduler keeps in the
 //           task: the time since the thread's previous wake-up, less what it spent since then on

@@ -103,3 +103,30 @@ def test_waits_longer_than_the_off_cpu_time_are_scaled_to_fit():
     job = paths.build(f, {10, 11}, 2, window.Window(0.0, 2.0, (0, 1), "test"), rows(1.0))
     (r,) = job.ranks
     assert sum(r.wait_s.values()) == pytest.approx(r.wall_s - r.on_cpu_s - r.runq_s)
+
+
+def test_waits_of_a_duty_cycle_stand_for_the_window():
+    """--wait-duty (schema v6): interval 1's waits were not measured (waits_s 0), interval 0's for
+    all of it; the waits seen are scaled by the window's seconds over the attached ones (2 / 1),
+    and give the same reasons as the two intervals measured throughout."""
+    f = tables()
+    f["intervals"] = f["intervals"].assign(waits_s=[1.0, 0.0])
+    f["thread_wait"] = f["thread_wait"][f["thread_wait"]["interval"] == 0]
+    win = window.Window(0.0, 2.0, (0, 1), "test")
+    assert paths.wait_coverage(f["intervals"], {0, 1}) == pytest.approx(0.5)
+    (r,) = paths.build(f, {10, 11}, 2, win, rows(1.0)).ranks
+    full = paths.build(tables(), {10, 11}, 2, win, rows(1.0)).ranks[0]
+    assert r.wait_s == pytest.approx(full.wait_s)
+    (ld,) = paths.build(f, {10, 11}, 2, win, rows(1.0)).loaders
+    assert ld.busy_s == pytest.approx(2.0 - 0.4)
+
+
+def test_wait_coverage_counts_intervals_without_waits_s_whole():
+    iv = frame("intervals", [(0, 100.0, 101.0), (1, 101.0, 103.0), (2, 103.0, 104.0)])
+    assert paths.wait_coverage(iv, {0, 1, 2}) == 1.0  # an older file: no waits_s column
+    iv = iv.assign(waits_s=[None, 0.5, 0.0])
+    assert paths.wait_coverage(iv, {0, 1, 2}) == pytest.approx(1.5 / 4)
+    assert paths.wait_coverage(iv, {2}) == 0.0
+    f = tables()
+    f["intervals"] = f["intervals"].assign(waits_s=[0.0, 0.0])  # the window fell in off parts
+    assert paths.build(f, {10, 11}, 2, window.Window(0.0, 2.0, (0, 1), "t"), rows(1.0)) is None

@@ -294,3 +294,35 @@ def test_an_attached_process_main_thread_waits_are_measured(tmp_path):
     # ~2 ms sleeps over 2 s: hundreds of waits, each ended by a timer interrupt (waker 0).
     assert mine["count"].sum() >= 100, waits.head()
     assert (mine.state == "sleep").all() and (mine.waker_pid == 0).any()
+
+
+def test_waits_sampled_by_a_duty_cycle_estimate_the_whole_run(tmp_path):
+    """record --wait-duty 1s/3s: sched_waking attached in one drain of every three, the baselines
+    seeded at each attach. The main thread's waits on its helper, scaled by the run's seconds over
+    the attached ones (as the model scales them), estimate its own blocked time; the intervals say
+    when the program ran."""
+    out = tmp_path / "duty.rec"
+    data = os.path.join("/var/tmp", f"dpuprof-duty-{os.getpid()}.bin")  # O_DIRECT: not on a tmpfs
+    with open(data, "wb") as fh:
+        fh.write(os.urandom(4 << 20))
+    try:
+        proc = dpuprof("record", "-q", "--wait-duty", "1s/3s", "-o", out, "--", PYTHON,
+                       WORKLOADS / "thread_waits.py", data, "180", "0.03", "0.02", timeout=120)
+    finally:
+        os.unlink(data)
+    assert proc.returncode == 0, proc.stderr
+    rec, own = load(out), last_json_line(proc.stdout)
+    assert rec.meta["wait_duty"] == {"on_s": 1.0, "period_s": 3.0}
+    iv = rec.table("intervals").sort_values("interval")
+    length = iv.t_end - iv.t_start
+    on = iv.interval % 3 == 0
+    assert (iv.waits_s[on] >= 0.8 * length[on]).all() and (iv.waits_s[~on] <= 0.2 * length[~on]).all()
+    cover = iv.waits_s.sum() / length.sum()
+    main, helper = own["main"]["tid"], own["helper"]["tid"]
+    waits = rec.table("thread_wait")
+    on_helper = waits[(waits.tid == main) & (waits.waker_tid == helper)].ns.sum() / cover
+    blocked = own["main"]["blocked_s"] * 1e9
+    print(f"coverage {cover:.3f}; estimated {on_helper / MS:.1f} ms on the helper; own blocked {blocked / MS:.1f} ms")
+    assert 0.85 * blocked <= on_helper <= 1.1 * blocked
+    # Every wait seen was woken in an attached second (a wake-up in the off part is never measured).
+    assert set(waits.interval) <= set(iv.interval[iv.waits_s > 0])

@@ -51,15 +51,15 @@ def parse_duration(text: str, option: str = "--rotate") -> float:
     return float(m.group(1)) * _UNITS_S[m.group(2)]
 
 
-def parse_duty(text: str) -> tuple[float, float]:
+def parse_duty(text: str, option: str = "--duty") -> tuple[float, float]:
     """``"10s/60s"`` -> (10.0, 60.0): record W of every P, two durations as ``parse_duration``
     reads them, W shorter than P."""
     on, sep, period = text.partition("/")
     if not sep:
-        raise UserError(f"--duty: expected W/P, two durations such as 10s/60s, got {text!r}")
-    on_s, period_s = parse_duration(on, "--duty"), parse_duration(period, "--duty")
+        raise UserError(f"{option}: expected W/P, two durations such as 10s/60s, got {text!r}")
+    on_s, period_s = parse_duration(on, option), parse_duration(period, option)
     if on_s >= period_s:
-        raise UserError(f"--duty: the recorded part must be shorter than the period, got {text!r}")
+        raise UserError(f"{option}: the recorded part must be shorter than the period, got {text!r}")
     return on_s, period_s
 
 

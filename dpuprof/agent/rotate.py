@@ -115,7 +115,7 @@ class RotatingWriter:
                 del rows[key]
 
     def write_interval(self, interval: int, t_start: float, t_end: float, tables: dict, processes=(),
-                       stacks=(), threads=(), markers=()) -> None:
+                       stacks=(), threads=(), markers=(), waits_s=None) -> None:
         """Write one interval (RecordingWriter.write_interval's contract) into the current file,
         rotating first when it is due; then ``on_interval``."""
         for row in stacks:
@@ -134,7 +134,7 @@ class RotatingWriter:
                                     processes=self._needed(self.processes, self.pids_here, processes),
                                     stacks=self._needed_stacks(tables.get("stack_samples") or ()),
                                     threads=self._needed(self.threads, self.tids_here, threads),
-                                    markers=markers)
+                                    markers=markers, waits_s=waits_s)
         if self.on_interval is not None:
             self.on_interval(t_start, t_end, tables, processes)
 

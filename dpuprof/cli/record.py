@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from dpuprof.agent.options import parse_duty  # the agent's --duty reads W/P the same way
+from dpuprof.errors import UserError
 from dpuprof.record.workload.child import KILL_AFTER_S, TERM_AFTER_S, block_signals
 
 #: What recording costs, as bcc's man pages state it: measured numbers, their date and their file
@@ -101,6 +103,11 @@ Examples:
                    "but the per-thread waits (sched_wait) and uprobes, so no critical-path inputs (the "
                    "projection's speedup falls back to CPU seconds). An explicit -F, --interval or "
                    "--probes wins.")
+@click.option("--wait-duty", "wait_duty", default="always", show_default=True, metavar="W/P",
+              help="Measure the main threads' waits (sched_wait's wake-up program, run at every "
+                   "wake-up on the host) in the first W of every P seconds only, rounded to whole "
+                   "--interval drains, for 1/(P/W) of its cost; the projection scales the waits "
+                   "by P/W. 'always' keeps it attached: every wait, exactly.")
 @click.option("--rules", "rules", default=None, metavar="FILE",
               help="Classification rules (the format of dpuprof/data/rules.toml, docs/taxonomy.md) "
                    "tried before the built-in ones, so they extend or override them. The recording "
@@ -125,8 +132,8 @@ Examples:
                    "that process has exited and the recording has ended, unless PYTHONPERFSUPPORT was already set).")
 @click.argument("command", nargs=-1, required=False, type=click.UNPROCESSED)
 @click.pass_context
-def record(ctx, output, pids, system_wide, cgroup, duration_s, freq_hz, interval_s, probes, light, rules, job_id,
-           quiet, as_root, term_after_s, kill_after_s, codec_uprobes, no_python_frames, command):
+def record(ctx, output, pids, system_wide, cgroup, duration_s, freq_hz, interval_s, probes, light, wait_duty, rules,
+           job_id, quiet, as_root, term_after_s, kill_after_s, codec_uprobes, no_python_frames, command):
     """Run COMMAND (or attach with -p, --cgroup, -a) and record host CPU by category (network,
     storage, crypto, compression, compute, kernel_other), bytes moved and IO counts.
 
@@ -177,9 +184,20 @@ def record(ctx, output, pids, system_wide, cgroup, duration_s, freq_hz, interval
                    probes=[] if names == ["default"] or psutil_only else names, psutil_only=psutil_only,
                    quiet=quiet, as_root=as_root, term_after_s=term_after_s, kill_after_s=kill_after_s,
                    rules=Path(rules) if rules is not None else None, python_frames=not no_python_frames,
-                   codec_uprobes=codec_uprobes, job_id=job_id)
+                   codec_uprobes=codec_uprobes, job_id=job_id, wait_duty=_wait_duty(wait_duty, interval_s))
     recorder = Recorder(opts, status=StatusLine(quiet=quiet), on_error=_error, on_warning=_warning)
     sys.exit(_speak(recorder, recorder.run(), quiet))
+
+
+def _wait_duty(text: str, interval_s: float) -> tuple[int, int] | None:
+    """--wait-duty as (on, period) in drains, None for 'always'."""
+    if text.strip().lower() == "always":
+        return None
+    on_s, period_s = parse_duty(text, "--wait-duty")
+    on, period = max(1, round(on_s / interval_s)), round(period_s / interval_s)
+    if on >= period:
+        raise UserError(f"--wait-duty: {text} leaves no drain of {interval_s:g} s off; give a longer period")
+    return on, period
 
 
 def _error(line: str) -> None:

@@ -35,7 +35,8 @@ class RankThread:
     """A rank's main thread over the window; seconds.
 
     ``wall_s`` time it lived in the window = ``on_cpu_s`` + ``runq_s`` + off-CPU; ``wait_s`` the
-    off-CPU time by reason (``WAIT_REASONS``; what the wake-up probe did not see goes to ``other``);
+    off-CPU time by reason (``WAIT_REASONS``; what the wake-up probe did not see goes to ``other``;
+    with ``record --wait-duty`` the waits seen, scaled by ``wait_coverage``);
     ``freed_s`` CPU the offload frees on this thread itself, ``freed_sd_s`` its sampling standard
     deviation.
     """
@@ -123,6 +124,11 @@ def build(frames: dict, workload_pids: set, cpu_count: int, window: Window, rows
     per_thread = tt.groupby("tid")[["on_cpu_ns", "runq_ns", "off_cpu_ns"]].sum() / 1e9
     waits = frames["thread_wait"]
     waits = waits[waits["interval"].isin(ids)]
+    cover = wait_coverage(frames.get("intervals"), ids)
+    if cover <= 0:
+        return None  # no wait was measured in the window (--wait-duty: it fell in off parts)
+    if cover < 1:  # --wait-duty: the waits of the attached seconds stand for the window's
+        waits = waits.assign(ns=waits["ns"] / cover)
     tcat = frames["thread_category"]
     tcat = tcat[tcat["interval"].isin(ids)]
     pid_cpu = cpu.groupby("pid")[["cpu_s", "samples"]].sum()
@@ -159,6 +165,22 @@ def build(frames: dict, workload_pids: set, cpu_count: int, window: Window, rows
             out_loaders.append(_loader(lp, pid, per_thread, waits, cpu, spp(lp), frac_wl))
     return JobPaths(window, cpu_count, host_busy, host_freed, host_sd, tuple(out_ranks), tuple(out_loaders),
                     _gpu_busy(frames.get("gpu"), ids), _net_freed_fraction(rows))
+
+
+def wait_coverage(intervals: pd.DataFrame | None, ids: set) -> float:
+    """Share (0..1) of the seconds of intervals ``ids`` in which the wake-up program measured
+    waits: the sum of ``waits_s`` over the sum of the intervals' lengths (recording schema v6,
+    ``record --wait-duty``); an interval without ``waits_s`` (NULL, or an older file) counts whole.
+    Scaling the waits by its inverse estimates the window's waits from a systematic sample of
+    its time (1 without a duty cycle)."""
+    if intervals is None or intervals.empty or "waits_s" not in intervals:
+        return 1.0
+    iv = intervals[intervals["interval"].isin(ids)]
+    length = (iv["t_end"] - iv["t_start"]).clip(lower=0.0)
+    total = float(length.sum())
+    if total <= 0:
+        return 1.0
+    return min(1.0, float(iv["waits_s"].fillna(length).clip(lower=0.0).sum()) / total)
 
 
 def _net_freed_fraction(rows: pd.DataFrame) -> float:

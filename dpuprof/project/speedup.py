@@ -37,7 +37,7 @@ def job_speedup(inp: ProjectionInput, dem: pd.DataFrame, rows: pd.DataFrame,
     win = window.choose(inp.table("intervals"), inp.table("cpu_category"), inp.workload_pids,
                         inp.table("markers"), requested)
     frames = {name: inp.table(name) for name in ("thread_time", "threads", "thread_wait", "thread_category",
-                                                 "cpu_category", "processes", "gpu")}
+                                                 "cpu_category", "processes", "gpu", "intervals")}
     job = paths.build(frames, inp.workload_pids, inp.cpu_count, win, rows) if inp.waits_measured else None
     base = {"pays": proxy["pays"], "workload_cpu_s": proxy["workload_cpu_s"],
             "workload_freed_s": proxy["workload_freed_s"], "other_freed_s": proxy["other_freed_s"],

@@ -70,6 +70,7 @@ class Options:
     codec_uprobes: bool = False  # uprobes on cipher/codec calls too (record/drain/uprobes.py CODEC_PREFIXES)
     job_id: str | None = None  # --job-id: meta job.job_id (record/metadata.py job_identity)
     duty: tuple[float, float] | None = None  # (on_s, period_s): record on_s of every period_s (duty.py)
+    wait_duty: tuple[int, int] | None = None  # (on, period) intervals: sched_waking's duty (drain/waitduty.py)
 
 
 @dataclass
@@ -157,6 +158,8 @@ class Recorder:
         self.io = IoCounters(COUNTED_TABLES - self.source.probe_tables(), self._workload_pids())
         self.threads = ThreadRecorder(self.source.sched_wait_maps(),
                                       started=None if self.work.target.command else time.time())
+        wd = self.opts.wait_duty
+        self.wait_duty = self.source.wait_duty(*wd) if wd else None
         owner = (self.user.uid, self.user.gid) if self.user else None
         writer = self.writer_factory(self.opts.output, self._meta(), owner)
         self.source.prime()
@@ -174,7 +177,9 @@ class Recorder:
             "recorder_pid": os.getpid(), "user": self.user.name if self.user else None,
             "gpu": self.gpu.describe(), "io_sources": self.io.sources,
         } | self.source.meta(opts.command, self.user) | self.work.meta() | (
-            {"duty": {"on_s": opts.duty[0], "period_s": opts.duty[1]}} if opts.duty else {})
+            {"duty": {"on_s": opts.duty[0], "period_s": opts.duty[1]}} if opts.duty else {}) | (
+            {"wait_duty": {"on_s": opts.wait_duty[0] * opts.interval_s, "period_s": opts.wait_duty[1] * opts.interval_s}}
+            if self.wait_duty is not None else {})
 
     def _record(self, writer) -> RunResult:
         """Start the command and write one interval per ``interval_s`` until it ends."""
@@ -393,6 +398,7 @@ class Recorder:
         host_tables = self.host.sample()  # the host's times at the same instant as the processes'
         self.workload_cpu_s += sum(user + system for _, user, system in proc.proc_cpu)
         thread_tables, thread_rows = self.threads.interval(t0, t1, workload, proc.thread_stats)
+        waits_s = self.wait_duty.covered(t0, t1) if self.wait_duty else None
         got = self.source.drain(workload, proc.exact_ns, self.host.times, writer)
         self.total_samples += got.samples
         self.cat_totals.update(got.busy)
@@ -419,8 +425,10 @@ class Recorder:
         processes = [(pid, *self.known_procs[pid]) for pid in sorted(self.dirty_procs)]
         self.dirty_procs.clear()
         writer.write_interval(self.interval, t0, t1, tables, processes=processes, stacks=got.stacks,
-                              markers=got.markers, threads=thread_rows)
+                              markers=got.markers, threads=thread_rows, waits_s=waits_s)
         self.interval += 1
+        if self.wait_duty:
+            self.wait_duty.turn(self.interval, live_workload)
         gone = self._evict(workload, t1) if self.interval % EVICT_EVERY == 0 else []
         if gone or got.dropped_stacks:
             writer.forget(processes=gone, stacks=got.dropped_stacks)

@@ -40,7 +40,7 @@ from dpuprof.record.drain.maps import (
     TreeDrainer,
 )
 from dpuprof.record.drain.threads import SchedWaitMaps
-from dpuprof.record.drain import uprobes
+from dpuprof.record.drain import uprobes, waitduty
 from dpuprof.record.load import attach
 from dpuprof.record.load import probes as probemod
 from dpuprof.record.load.bcc_loader import import_bcc
@@ -104,7 +104,8 @@ class Source(Protocol):
     (idempotent). For the metadata: ``meta(command, user)``, ``unavailable`` {probe: why},
     ``hooks`` {probe: hook kind}, ``category_split``; ``env_extra()`` is added to the command's
     environment (or None); ``probe_tables()`` says which of net_io, block_io and sock_io the mode fills, and
-    ``sched_wait_maps()`` gives record/drain/threads.py its maps (or None)."""
+    ``sched_wait_maps()`` gives record/drain/threads.py its maps (or None), ``wait_duty(on, period)``
+    the duty cycle of sched_wait's wake-up program (drain/waitduty.py; None without it)."""
 
     category_split: bool
     unavailable: dict[str, str]
@@ -117,6 +118,7 @@ class Source(Protocol):
     def prime(self) -> None: ...
     def parents(self) -> dict[int, int] | None: ...
     def sched_wait_maps(self): ...
+    def wait_duty(self, on: int, period: int): ...
     def exits(self) -> dict[int, float]: ...
     def probe_tables(self) -> set[str]: ...
     def drain(self, workload, exact_ns, host: HostTimes | None, writer) -> Drained: ...
@@ -156,6 +158,9 @@ class PsutilSource:
         return None  # targets.py then follows the tree through /proc
 
     def sched_wait_maps(self):
+        return None
+
+    def wait_duty(self, on: int, period: int):
         return None
 
     def exits(self) -> dict[int, float]:
@@ -323,6 +328,11 @@ class BpfSource:
 
     def sched_wait_maps(self):
         return SchedWaitMaps(self.bpf) if "sched_wait" in self.used else None
+
+    def wait_duty(self, on: int, period: int):
+        if "sched_wait" not in self.used or waitduty.HOT not in self.bpf.raw_tracepoints:
+            return None  # not loaded, or on plain tracepoints (a kernel without raw ones)
+        return waitduty.WaitDuty(self.bpf, on, period)
 
     def probe_tables(self) -> set[str]:
         """Which of net_io, block_io and sock_io the loaded probes count (the opt-in per-event

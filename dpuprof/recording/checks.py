@@ -53,11 +53,11 @@ def check_types(path, table, df):
                 fail(path, f"damaged table {table}: column {col} holds values out of range (beyond 2**53)")
         num = pd.to_numeric(df[col], errors="coerce")
         if col not in ("ppid", "first_seen", "last_seen", "util_pct", "mem_used_bytes", "ns_pid",
-                       "mem_total_bytes", "sm_util_pct") and num.isna().any():
+                       "mem_total_bytes", "sm_util_pct", "waits_s") and num.isna().any():
             fail(path, f"damaged table {table}: column {col} has missing values")
         if col in ("samples", "cpu_s", "bytes", "ios", "count", "packets", "calls", "time_ns",
                    "seconds", "user_s", "system_s", "on_cpu_ns", "runq_ns", "off_cpu_ns", "ns",
-                   "duration_ns", "runs", "run_ns") and (num < 0).any():
+                   "duration_ns", "runs", "run_ns", "waits_s") and (num < 0).any():
             fail(path, f"damaged table {table}: column {col} has negative values")
         df[col] = num
     return df

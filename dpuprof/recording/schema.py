@@ -56,19 +56,29 @@ meta ``probe_cost`` says "measured" or "unavailable: <reason>") and ``recorder_c
 process's own user and system CPU per interval, children excluded). Samples taken in dpuprof's own
 BPF programs are classified ``observer.bpf`` (category ``observer``, not a category of work). A
 file of version 4 or older reads with both tables empty and has no observer rows.
+
+Version 6 samples the waits (issue 32): with ``record --wait-duty W/P`` sched_wait's wake-up
+program runs in the first W of every P seconds only, and ``intervals.waits_s`` says how many
+seconds of each interval it ran (NULL: all of it, as in every older file, or no sched_wait);
+``thread_wait`` holds the waits woken in those seconds, and the projection scales them by the
+window's seconds over those (dpuprof/project/paths.py). Meta ``wait_duty`` ({on_s, period_s})
+says the schedule. A file of version 5 or older reads with ``waits_s`` NULL.
 """
 
 from dpuprof.recording import threadpack
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 #: Versions this code can read. Older versions are upgraded in memory by the reader.
-READABLE_VERSIONS = (1, 2, 3, 4, 5)
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
 
 DDL = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+-- v6: waits_s, the seconds of the interval that sched_wait's wake-up program was attached
+-- (record --wait-duty: thread_wait holds the waits woken in those seconds only); NULL when it was
+-- attached throughout, or not loaded.
 CREATE TABLE IF NOT EXISTS intervals (
-    interval INTEGER PRIMARY KEY, t_start REAL NOT NULL, t_end REAL NOT NULL);
+    interval INTEGER PRIMARY KEY, t_start REAL NOT NULL, t_end REAL NOT NULL, waits_s REAL);
 -- Every process seen: the workload tree (in_workload=1) and, for host-wide views, the rest. pid is
 -- in the host's PID namespace; ns_pid is the pid inside its own (container) PID namespace, NULL
 -- when that is the host's; cgroup its cgroup v2 path (/proc/PID/cgroup), NULL when unknown.
@@ -294,7 +304,7 @@ TABLES = {
 
 #: Columns added to a table after files with the table were written: the reader gives them as
 #: missing (NaN / "") where a file lacks them. ``TABLES`` lists a table's columns without these.
-LATE_COLUMNS = {"processes": ("ns_pid", "cgroup"), "gpu": ("mem_total_bytes",)}
+LATE_COLUMNS = {"processes": ("ns_pid", "cgroup"), "gpu": ("mem_total_bytes",), "intervals": ("waits_s",)}
 
 #: The schema version that added a table; a file of an older version reads it as empty.
 SINCE = {name: 2 for name in ("threads", "thread_time", "thread_wait", "thread_category", "collectives",

@@ -130,8 +130,11 @@ class RecordingWriter:
 
     def write_interval(self, interval: int, t_start: float, t_end: float, tables: dict[str, list],
                        processes: list[tuple] = (), stacks: list[tuple] = (), threads: list[tuple] = (),
-                       markers: list[tuple] = ()) -> None:
+                       markers: list[tuple] = (), waits_s: float | None = None) -> None:
         """Commit one interval.
+
+        ``waits_s``: the seconds of it that sched_wait's wake-up program was attached (record
+        --wait-duty), None when it was attached throughout or not loaded.
 
         ``processes``: (pid, ppid, comm, cmdline, in_workload, first_seen, last_seen[, ns_pid,
         cgroup]), upserted.
@@ -141,7 +144,7 @@ class RecordingWriter:
         """
         try:
             with self._tx():
-                self._write_all(interval, t_start, t_end, tables, processes, stacks, threads, markers)
+                self._write_all(interval, t_start, t_end, tables, processes, stacks, threads, markers, waits_s)
         except BaseException:
             for cache, key in self._pending:  # the file never got them: neither may the caches
                 cache.pop(key, None)
@@ -156,8 +159,8 @@ class RecordingWriter:
         nothing to drop; a writer that re-writes rows into later files drops its copies
         (dpuprof/agent/rotate.py)."""
 
-    def _write_all(self, interval, t_start, t_end, tables, processes, stacks, threads, markers) -> None:
-        self._db.execute("INSERT INTO intervals VALUES (?, ?, ?)", (interval, t_start, t_end))
+    def _write_all(self, interval, t_start, t_end, tables, processes, stacks, threads, markers, waits_s) -> None:
+        self._db.execute("INSERT INTO intervals VALUES (?, ?, ?, ?)", (interval, t_start, t_end, waits_s))
         if processes:
             self._db.executemany(
                 "INSERT INTO processes VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT(pid) DO UPDATE SET "
