@@ -432,7 +432,7 @@ def test_recording_killed_in_the_middle_of_a_commit_loads_up_to_its_last_interva
         try:
             w._db.execute("PRAGMA cache_size=1")  # spill the unfinished interval into the file
             w._db.execute("BEGIN IMMEDIATE")
-            w._db.execute("INSERT INTO intervals VALUES (3, 103.0, 104.0)")
+            w._db.execute("INSERT INTO intervals (interval, t_start, t_end) VALUES (3, 103.0, 104.0)")
             for j in range(20000):
                 w._db.execute("INSERT INTO net_io VALUES (3, ?, 'tx', 1, 1)", ("x" * 64 + str(j),))
         finally:

@@ -137,7 +137,7 @@ def test_killed_after_publish_leaves_a_loadable_file(tmp_path):
     w.publish(start_time=300.0)
     w.write_interval(0, 300.0, 301.0, {})
     w._db.execute("BEGIN IMMEDIATE")  # an interval half-written when the recorder died
-    w._db.execute("INSERT INTO intervals VALUES (1, 301.0, 302.0)")
+    w._db.execute("INSERT INTO intervals (interval, t_start, t_end) VALUES (1, 301.0, 302.0)")
     journal = Path(f"{out}-journal")
     assert journal.exists()  # the rollback journal sits beside the final name
     rec = load(out)  # read by another connection while the writer's transaction is open
