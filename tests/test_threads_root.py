@@ -64,7 +64,7 @@ def recorded(tmp_path_factory):
     started = None
     try:
         started = _start_bpftrace(tmp)
-        proc = dpuprof("record", "-q", "-o", out, "--", PYTHON, WORKLOADS / "thread_waits.py", data, "20",
+        proc = dpuprof("record", "-q", "--wait-duty", "always", "-o", out, "--", PYTHON, WORKLOADS / "thread_waits.py", data, "20",
                        "0.03", "0.02", timeout=180)
     finally:
         os.unlink(data)
@@ -238,7 +238,7 @@ def test_wait_map_overflow_is_counted(tmp_path):
               "        os._exit(0)\n"
               "    kids.append(pid)\n"
               "[os.waitpid(k, 0) for k in kids]\n")
-    proc = dpuprof("record", "-q", "-o", out, "--", PYTHON, "-c", script, env=env, timeout=180)
+    proc = dpuprof("record", "-q", "--wait-duty", "always", "-o", out, "--", PYTHON, "-c", script, env=env, timeout=180)
     assert proc.returncode == 0, proc.stderr
     rec = load(out)
     lost = rec.table("lost").groupby("kind")["count"].sum()
@@ -284,7 +284,8 @@ def test_an_attached_process_main_thread_waits_are_measured(tmp_path):
     sleeper = subprocess.Popen([PYTHON, "-c", "import time\nwhile True: time.sleep(0.002)"])
     try:
         out = tmp_path / "attached.rec"
-        proc = dpuprof("record", "-q", "-o", out, "-p", sleeper.pid, "--duration", "2", timeout=120)
+        proc = dpuprof("record", "-q", "--wait-duty", "always", "-o", out, "-p", sleeper.pid, "--duration", "2",
+                       timeout=120)
         assert proc.returncode == 0, proc.stderr
     finally:
         sleeper.kill()

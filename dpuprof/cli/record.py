@@ -103,11 +103,12 @@ Examples:
                    "but the per-thread waits (sched_wait) and uprobes, so no critical-path inputs (the "
                    "projection's speedup falls back to CPU seconds). An explicit -F, --interval or "
                    "--probes wins.")
-@click.option("--wait-duty", "wait_duty", default="always", show_default=True, metavar="W/P",
+@click.option("--wait-duty", "wait_duty", default="1s/4s", show_default=True, metavar="W/P",
               help="Measure the main threads' waits (sched_wait's wake-up program, run at every "
                    "wake-up on the host) in the first W of every P seconds only, rounded to whole "
-                   "--interval drains, for 1/(P/W) of its cost; the projection scales the waits "
-                   "by P/W. 'always' keeps it attached: every wait, exactly.")
+                   "--interval drains, for W/P of its cost; the projection scales the waits seen "
+                   "by the window's seconds over those measured. 'always' keeps it attached: every "
+                   "wait, exactly.")
 @click.option("--rules", "rules", default=None, metavar="FILE",
               help="Classification rules (the format of dpuprof/data/rules.toml, docs/taxonomy.md) "
                    "tried before the built-in ones, so they extend or override them. The recording "
