@@ -185,17 +185,21 @@ def record(ctx, output, pids, system_wide, cgroup, duration_s, freq_hz, interval
                    probes=[] if names == ["default"] or psutil_only else names, psutil_only=psutil_only,
                    quiet=quiet, as_root=as_root, term_after_s=term_after_s, kill_after_s=kill_after_s,
                    rules=Path(rules) if rules is not None else None, python_frames=not no_python_frames,
-                   codec_uprobes=codec_uprobes, job_id=job_id, wait_duty=_wait_duty(wait_duty, interval_s))
+                   codec_uprobes=codec_uprobes, job_id=job_id, wait_duty=_wait_duty(
+                       wait_duty, interval_s, ctx.get_parameter_source("wait_duty") != click.core.ParameterSource.DEFAULT))
     recorder = Recorder(opts, status=StatusLine(quiet=quiet), on_error=_error, on_warning=_warning)
     sys.exit(_speak(recorder, recorder.run(), quiet))
 
 
-def _wait_duty(text: str, interval_s: float) -> tuple[int, int] | None:
-    """--wait-duty as (on, period) in drains, None for 'always'."""
+def _wait_duty(text: str, interval_s: float, given: bool = True) -> tuple[int, int] | None:
+    """--wait-duty as (on, period) in drains, None for 'always'. The default (``given`` False)
+    keeps at least one drain off at any --interval (--interval 5: one drain in two)."""
     if text.strip().lower() == "always":
         return None
     on_s, period_s = parse_duty(text, "--wait-duty")
     on, period = max(1, round(on_s / interval_s)), round(period_s / interval_s)
+    if not given:
+        period = max(period, on + 1)
     if on >= period:
         raise UserError(f"--wait-duty: {text} leaves no drain of {interval_s:g} s off; give a longer period")
     return on, period
