@@ -12,6 +12,9 @@ run validate_projection.py with --keep-scratch.
 
     sudo python3 benchmarks/validate_projection.py --engine-cells --keep-scratch --out /tmp/val
     sudo python3 benchmarks/wait_duty_ab.py /tmp/val/validation.json --reps 2 --cells b_loader_bound,g_network
+
+``--beside OTHER_JSON`` records nothing: it prints the two validation runs' cells side by side
+(measured, the model's expected [low, high] and regime, pass), for a run with each setting.
 """
 
 from __future__ import annotations
@@ -27,6 +30,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 MODES = {"always": ["--wait-duty", "always"], "default": []}
+
+
+def _setting(doc: dict) -> str:
+    """A validation run's label: the --wait-duty of its record command, else its dpuprof commit
+    (whose default it used)."""
+    cmd = next((c["record"]["command"] for c in doc["cells"] if "record" in c), [])
+    return cmd[cmd.index("--wait-duty") + 1] if "--wait-duty" in cmd else doc["machine"]["commit"]
 
 
 def _swap(cmd: list[str], old: str, new: str) -> list[str]:
@@ -52,13 +62,45 @@ def run_cell(cell: dict, reps: int, tmp: Path) -> dict[str, list[dict]]:
     return got
 
 
+def beside(docs: list[tuple[str, dict]]) -> list[str]:
+    """Markdown rows: each cell of the first run beside the same cell of the others."""
+    head = " | ".join(f"{name}: measured (95 % CI) | {name}: expected [low, high], regime | pass" for name, _ in docs)
+    lines = [f"| cell | {head} |", "|---|" + "---|---|---|" * len(docs)]
+    by_id = [{c["id"]: c for c in doc["cells"]} for _, doc in docs]
+    for cid, first in by_id[0].items():
+        if "measured" not in first:
+            continue
+        cells = []
+        for cells_of in by_id:
+            c = cells_of.get(cid)
+            if c is None or "measured" not in c:
+                cells.append("- | - | -")
+                continue
+            m, mo = c["measured"], c["model"]
+            cells.append(f"{m['median']:.3f} ({m['ci_low']:.3f}-{m['ci_high']:.3f}) | {mo['expected']:.3f} "
+                         f"[{mo['low']:.3f}, {mo['high']:.3f}] {mo['regime'] or 'n/a'} | "
+                         f"{'PASS' if c['judged']['passed'] else 'fail'}")
+        lines.append(f"| {cid} | " + " | ".join(cells) + " |")
+    for name, doc in docs:
+        judged = [c for c in doc["cells"] if "judged" in c]
+        lines.append(f"\n{name} (started {doc['started']}): "
+                     f"{sum(c['judged']['passed'] for c in judged)} of {len(judged)} cells pass.")
+    return lines
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("validation_json")
     p.add_argument("--reps", type=int, default=2, help="recordings per mode and cell (default 2)")
     p.add_argument("--cells", default=None, help="comma-separated cell ids (default: every measured cell)")
+    p.add_argument("--beside", default=None, metavar="OTHER_JSON",
+                   help="print the two runs side by side instead of recording")
     args = p.parse_args(argv)
     doc = json.loads(Path(args.validation_json).read_text())
+    if args.beside:
+        other = json.loads(Path(args.beside).read_text())
+        print("\n".join(beside([(_setting(doc), doc), (_setting(other), other)])))
+        return 0
     wanted = set(args.cells.split(",")) if args.cells else None
     tmp = Path(tempfile.mkdtemp(prefix="dpuprof-waitduty-"))
     print("| cell | measured B/A (95 % CI) | --wait-duty | expected [low, high], regime, per recording |")
