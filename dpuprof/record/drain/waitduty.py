@@ -27,22 +27,22 @@ from __future__ import annotations
 import os
 import time
 
+from dpuprof.record.workload import procfs
+
 HOT = "sched_waking"  # the raw tracepoint's key in LoadedProbes.raw_tracepoints
 
 
 def read_baseline(pid: int) -> tuple[int, int, int] | None:
-    """(on-CPU ns, run-queue ns, voluntary switches) of ``pid``'s main thread now, None if gone."""
-    task = f"/proc/{pid}/task/{pid}"
+    """(on-CPU ns, run-queue ns, voluntary switches) of ``pid``'s main thread now, None if gone.
+    Read afresh, not from the interval's /proc readings (drain/schedstat.py): those were taken
+    before the drain, and a thread that ran since would have that run counted in its first wait."""
     try:
-        with open(f"{task}/schedstat") as fh:
+        with open(f"/proc/{pid}/schedstat") as fh:
             on, runq = (int(x) for x in fh.read().split()[:2])
-        with open(f"{task}/status") as fh:
-            for line in fh:
-                if line.startswith("voluntary_ctxt_switches:"):
-                    return on, runq, int(line.split()[1])
     except (OSError, ValueError):
         return None
-    return None
+    nvcsw = procfs.voluntary_switches(pid)
+    return None if nvcsw is None else (on, runq, nvcsw)
 
 
 def is_on(interval: int, on: int, period: int) -> bool:
@@ -90,11 +90,10 @@ class WaitDuty:
             self.closed_s += max(0.0, now - start)
             self.since = None
 
-    def seed(self, pids) -> int:
-        """Write each live main thread's baselines into sw_threads (see the module docstring);
-        returns how many were written. A thread that has exited (exit_ts set) is left as it is."""
+    def seed(self, pids) -> None:
+        """Write each live main thread's baselines into sw_threads (see the module docstring). A
+        thread that has exited (exit_ts set) is left as it is."""
         table = self.probes["sw_threads"]
-        written = 0
         for pid in pids:
             got = self.baseline(pid)
             if got is None:
@@ -111,9 +110,7 @@ class WaitDuty:
             try:
                 table[pid] = leaf
             except OSError:
-                continue  # the map is full: its first wake-up is then not measured (sw_lost[2])
-            written += 1
-        return written
+                pass  # the map is full: its first wake-up is then not measured (sw_lost[2])
 
 
 __all__ = ["WaitDuty", "is_on", "read_baseline"]

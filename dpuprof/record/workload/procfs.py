@@ -66,6 +66,13 @@ def tgid(pid: int) -> int | None:
     return None if fields is None else fields.get("Tgid")
 
 
+def voluntary_switches(pid: int) -> int | None:
+    """Task ``pid``'s own count of voluntary context switches (the scheduler's nvcsw: the times it
+    blocked; for a process id its main thread's, not its threads' sum); None when gone."""
+    fields = _status(pid, ("voluntary_ctxt_switches",))
+    return None if fields is None else fields.get("voluntary_ctxt_switches")
+
+
 def code_size(pid: int) -> tuple[int, int] | None:
     """(thread-group id, kB of executable mappings: VmExe + VmLib, the kernel's mm->exec_vm) of task
     ``pid`` from /proc/PID/status; None when gone. A kernel thread has no mappings: 0 kB."""
@@ -190,5 +197,5 @@ def process_info(pid: int) -> tuple[int | None, str, str] | None:
         return None
 
 
-__all__ = ["namespaces", "Stat", "stat", "alive", "tgid", "tasks", "all_pids", "parents", "descendants",
+__all__ = ["namespaces", "Stat", "stat", "alive", "tgid", "voluntary_switches", "tasks", "all_pids", "parents", "descendants",
            "in_host_pidns", "ns_pid", "cgroup", "cgroup2_mount", "process_info"]
