@@ -41,6 +41,10 @@ def test_snapshot_equals_bccs_walk(maps):
     assert len(got) == 3000 and got[5] == (5, 15, 35)
     ints = sorted((k.value, v.value) for k, v in snapshot(s))  # c_uint32 keys come back as objects
     assert ints == sorted((k.value, v.value) for k, v in s.items()) and len(ints) == 3000
+    plain = snapshot(s, plain=True)  # the tree map's reading: Python ints, the same pairs
+    assert all(type(k) is int and type(v) is int for k, v in plain) and sorted(plain) == ints
+    structs = sorted((k.a, k.b, v) for k, v in snapshot(h, plain=True))  # a structure stays one
+    assert structs == got
 
 
 def test_delete_keys_in_batches_and_past_a_missing_key(maps):

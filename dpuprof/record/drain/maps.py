@@ -441,10 +441,10 @@ class TreeDrainer:
         self.exit_cpu = bpf["exit_cpu"]
 
     def parents(self) -> dict[int, int]:
-        return {k.value: v.value for k, v in snapshot(self.tree)}
+        return dict(snapshot(self.tree, plain=True))
 
     def exits(self) -> dict[int, float]:
-        got = {k.value: float(v.value) for k, v in snapshot(self.exit_cpu)}
+        got = {k: float(v) for k, v in snapshot(self.exit_cpu, plain=True)}
         delete_keys(self.exit_cpu, [self.exit_cpu.Key(pid) for pid in got])
         return got
 

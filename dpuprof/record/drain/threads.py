@@ -139,9 +139,9 @@ class SchedWaitMaps:
         """({tid: BpfThread}, {(tid, pid, state, waker_pid, waker_tid): (ns, count)}), cumulative."""
         mono_to_unix = time.time() - time.monotonic()  # bpf_ktime_get_ns is CLOCK_MONOTONIC
         threads = {}
-        for k, v in snapshot(self.threads):
-            threads[k.value] = BpfThread(
-                tid=k.value, pid=v.tgid, born=v.born_ts / 1e9 + mono_to_unix if v.born_ts else None,
+        for tid, v in snapshot(self.threads, plain=True):
+            threads[tid] = BpfThread(
+                tid=tid, pid=v.tgid, born=v.born_ts / 1e9 + mono_to_unix if v.born_ts else None,
                 exited=v.exit_ts / 1e9 + mono_to_unix if v.exit_ts else None,
                 on_cpu_ns=v.on_ns, runq_ns=v.runq_ns, comm=v.comm.decode("utf-8", "replace"))
         waits = {(k.tid, k.tgid, k.state, k.waker_tgid, k.waker_tid): (v.ns, v.count)
