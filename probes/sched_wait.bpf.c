@@ -15,7 +15,7 @@
 //           from /proc at each attach; its two companions stay attached. Default 1s/4s:
 //           sched_waking 0.32 % of a core averaged over an iperf3 flood (393 ns x 8,239/s) and
 //           under fio (81 ns x 40,241/s), against 1.21 % and 1.31 % attached throughout
-//           (benchmarks/HOT_LOADS.md of 2026-12-07).
+//           (benchmarks/HOT_LOADS.md at ed869c2, 2026-12-07 00:09).
 // How:      no program on sched_switch (the one event that fires more often than any other: 270k/s
 //           under fio). A wait is measured at its wake-up from counters the scheduler keeps in the
 //           task: the time since the thread's previous wake-up, less what it spent since then on

@@ -16,21 +16,22 @@ from dpuprof.record.workload.child import KILL_AFTER_S, TERM_AFTER_S, block_sign
 #: (tests/test_record_cli.py checks each number against benchmarks/HOT_LOADS.md).
 OVERHEAD = """\
 OVERHEAD: measured on 2026-12-07 (benchmarks/HOT_LOADS.md: a 2-core AMD EPYC VM, Linux 6.18,
-15-s runs, medians of 2 rounds, side by side with perf record -a -g -F 99). The default probes at
--F 99, BPF programs and recorder together: 1.28 % of the workload's CPU under an iperf3 loopback
-flood (perf: 0.46 %), 2.25 % beside 4 x 128 threads that hash and sleep (perf: 0.30 %), 1.33 % of
-the machine's busy CPU under fio 4 KiB random reads at 230,735 IOPS (perf: 0.35 %). The largest
-part is now the recorder's own reading of /proc and the maps every second: 0.200, 0.560 and 0.250
-s of CPU in 15 s. sched_waking, run at every wake-up on the host to measure main threads' waits, is
-attached one second in four (--wait-duty 1s/4s): 0.32 % of a core on iperf3 (393 ns x 8,239/s
-averaged over the run) and under fio (81 ns x 40,241/s); --wait-duty always: 1.21 % and 1.31 %.
---light (no sched_wait or uprobes, -F 19, 5-s drains): 0.41 %, 0.68 % and 0.43 %. Bytes, packets
-and I/Os come from the kernel's counters (/proc; sock_diag for TCP bytes per process), with no
-program per packet, request or socket call: 1.0020 of iperf3's bytes and all of fio's I/Os
-counted. The kernel's BPF run-time statistics, which add about 100 ns to every program run, are on
-for one interval in 10 only (these runs had them on throughout). --probes all adds the per-event
-programs (net_dev, block_io, softirq, sock_io). The recording grows 0.307 (iperf3) to 0.934 (512
-threads) MB a minute; fewer --probes load fewer programs.
+15-s runs, medians of 3 rounds, side by side with perf record -a -g -F 99). The default probes at
+-F 99, BPF programs and recorder together: 1.54 % of the workload's CPU under an iperf3 loopback
+flood (perf: 0.41 %), 2.64 % beside 4 x 128 threads that hash and sleep (perf: 0.34 %), 1.32 % of
+the machine's busy CPU under fio 4 KiB random reads at 207,806 IOPS (perf: 0.42 %). The largest
+part is the recorder's own reading of /proc and the maps every second: 0.240, 0.640 and 0.240 s
+of CPU in 15 s. sched_waking, run at every wake-up on the host to measure main threads' waits, is
+attached one second in four (--wait-duty 1s/4s): 0.29 % of a core on iperf3 (467 ns x 6,366/s
+averaged over the run) and 0.33 % under fio (81 ns x 40,497/s); --wait-duty always runs it
+throughout (benchmarks/WAIT_DUTY.md). --light (no sched_wait or uprobes, -F 19, 5-s drains):
+0.36 %, 0.70 % and 0.41 %. Bytes, packets and I/Os come from the kernel's counters (/proc;
+sock_diag for TCP bytes per process), with no program per packet, request or socket call: 1.0021
+of iperf3's bytes and all of fio's I/Os counted. The kernel's BPF run-time statistics, which add
+about 100 ns to every program run, are on for one interval in 10 only (these runs had them on
+throughout). --probes all adds the per-event programs (net_dev, block_io, softirq, sock_io). The
+recording grows 0.312 (iperf3) to 0.956 (512 threads) MB a minute; fewer --probes load fewer
+programs.
 """
 
 EPILOG = OVERHEAD + """
