@@ -34,3 +34,22 @@ def test_without_measured_waits_the_speedup_is_the_proxy(fixture_copy, tmp_path)
     sp = project(inp, PROFILES["bluefield-3"]).speedup
     assert sp.regime == "unknown" and "sched_wait" in sp.regime_why
     assert sp.expected == sp.contention_proxy
+
+
+def test_a_window_with_no_second_of_measured_waits_says_so(fixture_copy, tmp_path):
+    """record --wait-duty: when no attached second falls in the window, the proxy stands in and the
+    reason names the duty cycle, not a missing probe (the words said "recorded without the
+    sched_wait probe" until 2026-12-07)."""
+    path = fixture_copy("ddp-plain", into=tmp_path)
+    con = sqlite3.connect(path)
+    columns = {row[1] for row in con.execute("PRAGMA table_info(intervals)")}
+    if "waits_s" not in columns:  # a fixture older than schema v6
+        con.execute("ALTER TABLE intervals ADD COLUMN waits_s REAL")
+    con.execute("UPDATE intervals SET waits_s = 0")
+    con.commit()
+    con.close()
+    inp = from_recording(load(path))
+    assert inp.waits_measured and (inp.table("intervals")["waits_s"] == 0).all()
+    sp = project(inp, PROFILES["bluefield-3"]).speedup
+    assert sp.regime == "unknown" and "--wait-duty" in sp.regime_why and "sched_wait probe" not in sp.regime_why
+    assert sp.expected == sp.contention_proxy

@@ -44,11 +44,22 @@ def job_speedup(inp: ProjectionInput, dem: pd.DataFrame, rows: pd.DataFrame,
             "other_infrastructure_s": proxy["other_infrastructure_s"], "freed_s": proxy["freed_s"],
             "contention_proxy": proxy["expected"], "window": win.as_dict()}
     if job is None or not job.ranks:
-        why = ("the recording has no per-thread waits (schema v1, or recorded without the "
-               "sched_wait probe: dpuprof record --light, or a --probes list without sched_wait)" if job is None else "no rank thread was busy in the window")
+        why = _no_critical_path(frames, win, job)
         return {**base, "low": 1.0, "expected": proxy["expected"], "high": proxy["high"], "regime": "unknown",
                 "regime_why": why + ": expected is the CPU-contention proxy T / (T - F_job), and high adds the "
                 "freed CPU of other processes; neither is a bound",
                 "bounds": None, "evidence": None, "assumptions": proxy["assumptions"]}
     cp = critical_path.speedup(job)
     return {**base, **cp, "assumptions": ASSUMPTIONS}
+
+
+def _no_critical_path(frames: dict, win: window.Window, job) -> str:
+    """Why ``paths.build`` gave no critical path (``job`` None or without ranks), in words."""
+    if job is not None:
+        return "no rank thread was busy in the window"
+    if not frames["thread_time"].empty and paths.wait_coverage(frames["intervals"], set(win.intervals)) <= 0:
+        return ("no wait was measured in the window: record --wait-duty attached the wake-up program in "
+                "none of its seconds (a window shorter than the duty period; --wait-duty always measures "
+                "waits throughout)")
+    return ("the recording has no per-thread waits (schema v1, or recorded without the sched_wait probe: "
+            "dpuprof record --light, or a --probes list without sched_wait)")
