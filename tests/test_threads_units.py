@@ -44,9 +44,11 @@ class FakeMaps:
         self.threads: dict[int, BpfThread] = {}
         self.waits: dict[tuple, tuple[int, int]] = {}
         self.forgotten: list[tuple[set, list]] = []
+        self.reads = 0  # snapshots that read the waits
 
-    def snapshot(self):
-        return dict(self.threads), dict(self.waits)
+    def snapshot(self, waits: bool = True):
+        self.reads += waits
+        return dict(self.threads), dict(self.waits) if waits else None
 
     def forget(self, tids, keys):
         self.forgotten.append((set(tids), list(keys)))
@@ -162,3 +164,21 @@ def test_a_wrapped_wait_from_the_probe_counts_its_wake_up_but_no_time():
     # its clock) must not reach the packed blob, whose values stop at 2^62 - 1.
     rows = wait_rows({(2, 1, 1, 1, 1): ((1 << 64) - 151, 3)}, {(2, 1, 1, 1, 1): (0, 2)}, {1})
     assert rows == [(2, "sleep", 1, 1, 0, 1)]
+
+
+def test_waits_not_read_while_the_wake_up_program_was_off_keep_their_baseline():
+    """read_waits False (WaitDuty.measures: the program was detached before the interval began):
+    sw_waits is not read, thread_wait is empty, and the next reading's deltas start from the last
+    one read, so no wait is lost or counted twice."""
+    maps = FakeMaps()
+    rec = ThreadRecorder(maps)
+    key = (1, 1, 1, 1, 2)
+    maps.waits[key] = (100, 1)
+    assert rec.interval(0.0, 1.0, {1}, {1: {}})[0]["thread_wait"] == [(1, "sleep", 1, 2, 100, 1)]
+    maps.waits[key] = (150, 2)  # a wake-up that raced the detach: read in the interval after
+    assert rec.interval(1.0, 2.0, {1}, {1: {}})[0]["thread_wait"] == [(1, "sleep", 1, 2, 50, 1)]
+    reads = maps.reads
+    tables, _ = rec.interval(2.0, 3.0, {1}, {1: {}}, read_waits=False)
+    assert tables["thread_wait"] == [] and maps.reads == reads
+    maps.waits[key] = (400, 5)  # on again
+    assert rec.interval(3.0, 4.0, {1}, {1: {}})[0]["thread_wait"] == [(1, "sleep", 1, 2, 250, 3)]

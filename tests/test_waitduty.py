@@ -55,6 +55,11 @@ def test_schedule_is_the_first_on_of_every_period():
     assert [waitduty.is_on(i, 2, 8) for i in range(10)] == [True, True] + [False] * 6 + [True, True]
 
 
+def test_waits_are_read_in_on_parts_and_the_interval_after_each():
+    duty = waitduty.WaitDuty(_Probes(), 1, 4, clock=_Clock(0.0), baseline=lambda pid: None)
+    assert [duty.measures(i) for i in range(9)] == [True, True, False, False, True, True, False, False, True]
+
+
 def test_seconds_attached_per_interval_follow_the_switches():
     """1-s intervals, on 1 of every 3; the drain that ends each interval takes 0.05 s, and the
     switch at its end falls in the next interval: those seconds are counted there."""

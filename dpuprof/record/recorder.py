@@ -397,7 +397,8 @@ class Recorder:
         proc = self.procs.sample(live_workload, {p: ns for p, ns in exits.items() if p in workload})
         host_tables = self.host.sample()  # the host's times at the same instant as the processes'
         self.workload_cpu_s += sum(user + system for _, user, system in proc.proc_cpu)
-        thread_tables, thread_rows = self.threads.interval(t0, t1, workload, proc.thread_stats)
+        thread_tables, thread_rows = self.threads.interval(
+            t0, t1, workload, proc.thread_stats, self.wait_duty is None or self.wait_duty.measures(self.interval))
         waits_s = self.wait_duty.covered(t0, t1) if self.wait_duty else None
         got = self.source.drain(workload, proc.exact_ns, self.host.times, writer)
         self.total_samples += got.samples

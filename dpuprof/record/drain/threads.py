@@ -135,8 +135,9 @@ class SchedWaitMaps:
         self.threads = bpf["sw_threads"]
         self.waits = bpf["sw_waits"]
 
-    def snapshot(self) -> tuple[dict[int, BpfThread], dict[tuple, tuple[int, int]]]:
-        """({tid: BpfThread}, {(tid, pid, state, waker_pid, waker_tid): (ns, count)}), cumulative."""
+    def snapshot(self, waits: bool = True) -> tuple[dict[int, BpfThread], dict[tuple, tuple[int, int]] | None]:
+        """({tid: BpfThread}, {(tid, pid, state, waker_pid, waker_tid): (ns, count)}), cumulative;
+        the second None when ``waits`` is False (sw_waits not read)."""
         mono_to_unix = time.time() - time.monotonic()  # bpf_ktime_get_ns is CLOCK_MONOTONIC
         threads = {}
         for tid, v in snapshot(self.threads, plain=True):
@@ -144,9 +145,10 @@ class SchedWaitMaps:
                 tid=tid, pid=v.tgid, born=v.born_ts / 1e9 + mono_to_unix if v.born_ts else None,
                 exited=v.exit_ts / 1e9 + mono_to_unix if v.exit_ts else None,
                 on_cpu_ns=v.on_ns, runq_ns=v.runq_ns, comm=v.comm.decode("utf-8", "replace"))
-        waits = {(k.tid, k.tgid, k.state, k.waker_tgid, k.waker_tid): (v.ns, v.count)
-                 for k, v in snapshot(self.waits)}
-        return threads, waits
+        if not waits:
+            return threads, None
+        return threads, {(k.tid, k.tgid, k.state, k.waker_tgid, k.waker_tid): (v.ns, v.count)
+                         for k, v in snapshot(self.waits)}
 
     def forget(self, tids: set[int], wait_keys) -> None:
         """Delete the entries of exited threads ``tids`` and their ``wait_keys``."""
@@ -177,10 +179,17 @@ class ThreadRecorder:
         self.count = 0  # intervals so far
 
     def interval(self, t0: float, t1: float, workload: set[int],
-                 thread_stats: dict[int, dict[int, tuple[int, int]]]) -> tuple[dict[str, list], list[tuple]]:
+                 thread_stats: dict[int, dict[int, tuple[int, int]]],
+                 read_waits: bool = True) -> tuple[dict[str, list], list[tuple]]:
         """({"thread_time": rows, "thread_wait": rows, "lost": rows}, threads rows (tid, pid, comm,
-        first_seen, last_seen)) for [t0, t1]. ``thread_stats``: ProcessSample.thread_stats."""
-        bpf_threads, waits = self.maps.snapshot() if self.maps else ({}, {})
+        first_seen, last_seen)) for [t0, t1]. ``thread_stats``: ProcessSample.thread_stats.
+        ``read_waits`` False: the waits cannot have changed since the last reading (the wake-up
+        program was detached before it: WaitDuty.measures), so sw_waits is not read (beside 4 x
+        128 threads a main thread had ~550 (waker, state) entries, ~2 ms a drain to read and
+        compare) and thread_wait is empty."""
+        bpf_threads, waits = self.maps.snapshot(read_waits) if self.maps else ({}, {})
+        if waits is None:
+            waits = self.prev_waits
         alive = {tid: st for pid, stats in thread_stats.items() if pid in workload for tid, st in stats.items()}
         for pid, stats in thread_stats.items():
             for tid in stats:
@@ -204,7 +213,8 @@ class ThreadRecorder:
         lost = sum(1 for tid in self.prev_alive if tid not in alive and tid not in gone
                    and (tid not in bpf_threads or bpf_threads[tid].exited is None))
         threads = self._thread_rows(t1, alive, gone, bpf_threads)
-        tables = {"thread_time": rows, "thread_wait": wait_rows(waits, self.prev_waits, workload),
+        tables = {"thread_time": rows,
+                  "thread_wait": wait_rows(waits, self.prev_waits, workload) if waits is not self.prev_waits else [],
                   "lost": [("thread_exit_unaccounted", lost)] if lost else []}
         self.prev_waits = waits
         self.prev_alive = alive
