@@ -63,6 +63,29 @@ def test_roles_waits_and_freed_cpu():
     assert job.host_freed_s == pytest.approx(0.8)
 
 
+def test_a_launcher_is_no_rank_and_its_rank_no_loader():
+    """A process that started the rank and waits on it (train_ddp's parent, torchrun's agent), 10 %
+    busy: without the launcher rule it was a rank whose path (the wall time) bound the projection,
+    and its waits, woken by the rank, made the rank its loader (a 3-s c_inline_w1 run projected
+    1.0002x, 2026-12-07). Its child candidate is 50 % busy: it is no rank."""
+    f = tables()
+    f["processes"] = pd.concat([frame("processes", [(5, 1, "python", "", 1, 100.0, 102.0)]),
+                                f["processes"].assign(ppid=[5, 10])], ignore_index=True)
+    f["threads"] = pd.concat([frame("threads", [(5, 5, "python", 100.0, 102.0)]), f["threads"]], ignore_index=True)
+    f["thread_time"] = pd.concat([frame("thread_time", [(i, 5, NS // 10, 0, 9 * NS // 10) for i in (0, 1)]),
+                                  f["thread_time"]], ignore_index=True)
+    f["thread_wait"] = pd.concat([frame("thread_wait", [(i, 5, "sleep", 10, 10, 9 * NS // 10, 9) for i in (0, 1)]),
+                                  f["thread_wait"]], ignore_index=True)
+    win = window.Window(0.0, 2.0, (0, 1), "test")
+    job = paths.build(f, {5, 10, 11}, 2, win, rows(1.0))
+    assert [r.pid for r in job.ranks] == [10]
+    assert [(ld.pid, ld.rank_pid) for ld in job.loaders] == [(11, 10)]
+    busy = {5: (0.2, 0.0, 2.0), 10: (1.0, 0.2, 2.0)}
+    assert paths.launchers(busy, f["processes"].set_index("pid")) == {5}
+    busy[5] = (0.6, 0.0, 2.0)  # as busy as a rank (rank 0 in the parent): it stays one
+    assert paths.launchers(busy, f["processes"].set_index("pid")) == set()
+
+
 def test_v1_recording_has_no_paths():
     f = tables()
     f["thread_time"] = f["thread_time"].iloc[0:0]

@@ -43,8 +43,8 @@ def test_the_check_agrees_with_the_validation_cell(tmp_path):
     run = [*data, "--duration", "3", "--warmup-s", "0.5"]
     for name, extra in (("before", []), ("after", ["--emulate", "crypto=remove"])):
         # --wait-duty always: a 3-s run's steady window holds about one second in which the
-        # default 1s/4s measures waits, and one recording in three then took the launcher for a
-        # rank and projected 1.0002x (2026-12-07; the regime flips are in the closing note).
+        # default 1s/4s measures waits; the test is of the check, not of that sample. (Its flips
+        # to 1.0002x on 2026-12-07 were the launcher taken for a rank: paths.launchers.)
         dpuprof("record", "--codec-uprobes", "--wait-duty", "always", "-q", "-o", tmp_path / f"{name}.rec", "--",
                 *TRAIN, *extra, *run,
                 check=True, cwd=tmp_path, timeout=300)

@@ -26,6 +26,7 @@ from dpuprof.categories import NOT_WORK
 from dpuprof.projection.window import Window
 
 RANK_MIN_BUSY = 0.05
+LAUNCHER_SHARE = 0.5  # a candidate rank less busy than this share of a child candidate launched it
 LOADER_COMM = "pt_data_worker"
 WAIT_REASONS = ("loader", "peer", "io", "other")
 
@@ -139,14 +140,16 @@ def build(frames: dict, workload_pids: set, cpu_count: int, window: Window, rows
         return float(pid_cpu.at[pid, "cpu_s"] / pid_cpu.at[pid, "samples"])
 
     loader_pids = set(threads.loc[threads["comm"] == LOADER_COMM, "pid"].astype(int)) & set(workload_pids)
-    ranks = []
+    busy = {}  # candidate ranks: pid -> (on, runq, wall) of its main thread
     for pid in sorted(set(workload_pids) - loader_pids):
         if pid not in per_thread.index:
             continue
         on, rq, off = per_thread.loc[pid]
-        wall = on + rq + off
-        if wall <= 0 or on < RANK_MIN_BUSY * window.length_s:
-            continue
+        if on + rq + off > 0 and on >= RANK_MIN_BUSY * window.length_s:
+            busy[pid] = (float(on), float(rq), float(on + rq + off))
+    ranks = []
+    for pid in sorted(set(busy) - launchers(busy, procs)):
+        on, rq, wall = busy[pid]
         children = set(procs.index[procs["ppid"] == pid]) & set(workload_pids) if "ppid" in procs else set()
         my_loaders = children & loader_pids
         w = waits[waits["tid"] == pid]
@@ -165,6 +168,24 @@ def build(frames: dict, workload_pids: set, cpu_count: int, window: Window, rows
             out_loaders.append(_loader(lp, pid, per_thread, waits, cpu, spp(lp), frac_wl))
     return JobPaths(window, cpu_count, host_busy, host_freed, host_sd, tuple(out_ranks), tuple(out_loaders),
                     _gpu_busy(frames.get("gpu"), ids), _net_freed_fraction(rows))
+
+
+def launchers(busy: dict[int, tuple], procs: pd.DataFrame) -> set[int]:
+    """The candidate ranks ``busy`` ({pid: (on, ...)}) that launched another one at least
+    1 / LAUNCHER_SHARE times as busy on its main thread: torchrun's agent, mp.spawn's parent, a
+    script that starts its rank and waits. Its path is the window's wall time and would bind every
+    projection, and its waits, woken by the rank, would make the rank its loader (a 3-s run of
+    validation cell c_inline_w1, 2026-12-07: the launcher 9 % busy, the rank 100 %, projected
+    1.0002x). ``procs``: the processes table indexed by pid."""
+    if "ppid" not in procs:
+        return set()
+    out = set()
+    for pid, (on, *_rest) in busy.items():
+        ppid = procs.at[pid, "ppid"] if pid in procs.index else None
+        parent = int(ppid) if ppid is not None and pd.notna(ppid) else None
+        if parent in busy and busy[parent][0] < LAUNCHER_SHARE * on:
+            out.add(parent)
+    return out
 
 
 def wait_coverage(intervals: pd.DataFrame | None, ids: set) -> float:
