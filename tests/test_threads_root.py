@@ -292,9 +292,14 @@ def test_an_attached_process_main_thread_waits_are_measured(tmp_path):
         sleeper.wait()
     waits = load(out).table("thread_wait")
     mine = waits[waits.tid == sleeper.pid]
-    # ~2 ms sleeps over 2 s: hundreds of waits, each ended by a timer interrupt (waker 0).
+    # ~2 ms sleeps over 2 s: hundreds of waits, nearly all ended by a timer interrupt (waker 0). A
+    # few may be uninterruptible ("io"): in one fresh-clone CI run (2026-12-07, the suite's other
+    # worker busy) 46 of 349 were, each ~150 us (the sleeper's own page faults or mmap lock, in D
+    # state, which the probe reports as they are); 4 runs alone had none.
     assert mine["count"].sum() >= 100, waits.head()
-    assert (mine.state == "sleep").all() and (mine.waker_pid == 0).any()
+    sleeps = mine[mine.state == "sleep"]
+    assert sleeps["count"].sum() >= 0.8 * mine["count"].sum() and (sleeps.waker_pid == 0).any(), mine
+    assert set(mine.state) <= {"sleep", "io"}, mine
 
 
 def test_waits_sampled_by_a_duty_cycle_estimate_the_whole_run(tmp_path):
