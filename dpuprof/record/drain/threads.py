@@ -214,7 +214,7 @@ class ThreadRecorder:
                    and (tid not in bpf_threads or bpf_threads[tid].exited is None))
         threads = self._thread_rows(t1, alive, gone, bpf_threads)
         tables = {"thread_time": rows,
-                  "thread_wait": wait_rows(waits, self.prev_waits, workload) if waits is not self.prev_waits else [],
+                  "thread_wait": wait_rows(waits, self.prev_waits, workload) if read_waits else [],
                   "lost": [("thread_exit_unaccounted", lost)] if lost else []}
         self.prev_waits = waits
         self.prev_alive = alive

@@ -80,7 +80,7 @@ class WaitDuty:
         """Whether waits may have been measured in ``interval``: it is in an on part, or follows
         one (a wake-up that raced the detach at its start lands in it). The waits of the other
         intervals need not be read (ThreadRecorder.interval ``read_waits``)."""
-        return interval == 0 or is_on(interval, self.on, self.period) or is_on(interval - 1, self.on, self.period)
+        return is_on(interval, self.on, self.period) or is_on(interval - 1, self.on, self.period)
 
     def turn(self, interval: int, pids) -> None:
         """Attach (seeding the baselines of ``pids``' main threads) or detach for ``interval``."""
