@@ -108,6 +108,16 @@ BPF_ARRAY(active, u32, 1);
 BPF_ARRAY(sample_lost, u64, 9);
 BPF_HASH(py_ranges, u32, struct py_range, 1024);
 BPF_PERCPU_ARRAY(py_scan, struct py_words, 1);
+// Idle leaves: instruction pointers at which the idle task (pid 0) was sampled in a function
+// that classifies the sample as idle by itself (the classifier decides from the leaf outwards:
+// dpuprof/data/rules.toml). User space adds each such leaf once it has seen it at the end of a
+// walked stack (SampleDrainer._learn_idle); a sample of pid 0 at a listed ip then walks no stack:
+// key.kstack = IDLE_LEAF and key.ip = the ip, from which user space builds a one-frame stack
+// (the same category; the idle chain above it is not kept). The kernel walk is most of a
+// sample's cost here (~1 us a frame, ~9 frames in the idle loop), and an idle CPU is sampled as
+// often as a busy one: on a GPU host that waits on its GPUs, most samples.
+BPF_HASH(idle_ips, u64, u8, 64);
+#define IDLE_LEAF (-ENOENT)  // in key.kstack: no walk, an idle leaf at key.ip (never a walk's error)
 
 // One pass over the first `words` copied words (a constant at each call, so the verifier's path
 // has four jumps a word: loop, n, range, offset; it allows 8192 on a path). Only words at a
@@ -202,6 +212,19 @@ static inline s32 check_stack(s32 id, int user, int user_mode) {
     return id;
 }
 
+static inline void count_sample(struct sample_key *key) {
+    u64 one = 1, *val = counts.lookup(key);
+    if (val) {
+        __sync_fetch_and_add(val, 1);
+    } else if (counts.insert(key, &one) != 0) {
+        val = counts.lookup(key);  // another CPU may have inserted the same key first
+        if (val)
+            __sync_fetch_and_add(val, 1);
+        else
+            count_lost(0);
+    }
+}
+
 int on_sample(struct bpf_perf_event_data *ctx) {
     int zero = 0;
     u32 *which = active.lookup(&zero);
@@ -211,6 +234,14 @@ int on_sample(struct bpf_perf_event_data *ctx) {
     key.tid = (u32)bpf_get_current_pid_tgid();
     bpf_get_current_comm(&key.comm, sizeof(key.comm));
     int umode = (ctx->regs.cs & 3) == 3;  // x86-64: CPL 3 = interrupted in user mode
+    u64 ip = PT_REGS_IP(&ctx->regs);
+    if (!key.tgid && !umode && idle_ips.lookup(&ip)) {
+        key.kstack = IDLE_LEAF;
+        key.ustack = -EFAULT;  // the idle task has no user stack
+        key.ip = ip;
+        count_sample(&key);
+        return 0;
+    }
     s32 k, u;
     if (key.buf) {
         k = stacks1.get_stackid(&ctx->regs, 0);
@@ -230,17 +261,8 @@ int on_sample(struct bpf_perf_event_data *ctx) {
     key.kstack = check_stack(k, 0, umode);
     key.ustack = check_stack(u, 1, umode);
     if ((key.kstack < 0 && key.kstack != -EFAULT) || (key.ustack < 0 && key.ustack != -EFAULT))
-        key.ip = PT_REGS_IP(&ctx->regs);  // still classifiable by its leaf frame
+        key.ip = ip;  // still classifiable by its leaf frame
     scan_python(&key, ctx, umode);
-    u64 one = 1, *val = counts.lookup(&key);
-    if (val) {
-        __sync_fetch_and_add(val, 1);
-    } else if (counts.insert(&key, &one) != 0) {
-        val = counts.lookup(&key);  // another CPU may have inserted the same key first
-        if (val)
-            __sync_fetch_and_add(val, 1);
-        else
-            count_lost(0);
-    }
+    count_sample(&key);
     return 0;
 }

@@ -55,7 +55,7 @@ class _Map(dict):
 
 
 def _drainer(max_stacks: int) -> SampleDrainer:
-    bpf = {name: _Map() for name in ("py_ranges", "counts", "stacks0", "stacks1", "spill0", "spill1",
+    bpf = {name: _Map() for name in ("py_ranges", "counts", "stacks0", "stacks1", "spill0", "spill1", "idle_ips",
                                      "active")}
     return SampleDrainer(bpf, symbolizer=None, classifier=Classifier(), max_stacks=max_stacks)
 

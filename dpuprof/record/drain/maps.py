@@ -31,6 +31,8 @@ SOCK_DIRS = ("send", "recv")
 IPPROTO = {6: "tcp", 17: "udp", 132: "sctp", 262: "mptcp", 136: "udplite"}
 KERNEL_SPACE = 0xFFFF800000000000  # x86-64: addresses at or above are kernel text
 SPILL_BIT = 0x40000000  # probes/cpu_sample.bpf.c: the stack id is one of spillN's, not stacksN's
+IDLE_LEAF = -2  # probes/cpu_sample.bpf.c (-ENOENT) in key.kstack: an idle leaf at key.ip, not walked
+MAX_IDLE_LEAVES = 64  # idle_ips's size: an idle loop is sampled at a handful of instructions
 _FLIP_SETTLE_S = 0.002  # lets a sample already past the `active` read finish on another CPU
 # Distinct stacks interned at once. A host where jobs come and go meets new stacks for weeks (a
 # 4-minute system-wide run with a loop of short-lived processes interned 1,843, ~6 a second); each
@@ -119,6 +121,9 @@ class SampleDrainer:
         self.last_id = 0  # ids are never reused: a forgotten one may still be in the current file
         self.cleared = 0  # stack ids deleted by the last drain (a check that clearing happens)
         self.drains = 0
+        self.idle_ips = bpf["idle_ips"]
+        self.idle_checked: set[int] = set()  # leaves of idle stacks looked at (written or not)
+        self.idle_written = 0
 
     def _addresses(self, buf: int, stack_id: int) -> tuple[int, ...]:
         """The addresses of stack ``stack_id`` of buffer ``buf``, outermost first; () when the
@@ -188,7 +193,8 @@ class SampleDrainer:
         kframes = self.sym.kernel_stack(self._addresses(buf, k.kstack))
         uframes = self.sym.user_stack(pid, self._addresses(buf, k.ustack), full)
         if k.ip and (k.kstack < 0 or k.ustack < 0):
-            # A stack walk failed (counted in `lost`): fall back to the sampled leaf frame.
+            # A stack walk failed (counted in `lost`), or none was made (IDLE_LEAF): fall back
+            # to the sampled leaf frame.
             if k.ip >= KERNEL_SPACE and not kframes:
                 kframes = [self.sym.kernel(k.ip)]
             elif k.ip < KERNEL_SPACE and not uframes:
@@ -240,6 +246,8 @@ class SampleDrainer:
                     folded = fold(kframes, pyframes + uframes)
                     comm = k.comm.decode("utf-8", "replace")  # the sampled thread's name: thread rules
                     sid = seen[same] = self._intern(folded, comm, pid, kframes, uframes, new_stacks, dropped)
+                    if pid == 0 and k.kstack >= 0 and self.stack_class[sid] == IDLE:
+                        self._learn_idle(old, k.kstack)
                 sub = self.stack_class[sid]
                 cpu[(pid, sub)] += n
                 stacks[(pid, sid)] += n
@@ -250,6 +258,19 @@ class SampleDrainer:
         self.sym.forget(gone)
         return {"cpu": cpu, "stacks": stacks, "new_stacks": new_stacks, "dropped_stacks": dropped,
                 "comms": comms, "main_named": main_named, "thread_cpu": thread_cpu}
+
+    def _learn_idle(self, buf: int, kstack: int) -> None:
+        """Add the leaf of idle stack ``kstack`` to the probe's idle_ips when that frame alone
+        classifies as idle, so that later samples of the idle task there walk no stack; the
+        category is the same either way, as the classifier decides from the leaf outwards."""
+        addrs = self._addresses(buf, kstack)
+        leaf = addrs[-1] if addrs else 0
+        if not leaf or leaf in self.idle_checked or self.idle_written >= MAX_IDLE_LEAVES:
+            return
+        self.idle_checked.add(leaf)
+        if self.classifier.classify([self.sym.kernel(leaf)], []) == IDLE:
+            self.idle_ips[self.idle_ips.Key(leaf)] = self.idle_ips.Leaf(1)
+            self.idle_written += 1
 
     def _intern(self, folded: str, comm: str, pid: int, kframes, uframes, new_stacks: list, dropped: list) -> int:
         """The id of a sampled stack (and its thread rule), classified and added to ``new_stacks``
