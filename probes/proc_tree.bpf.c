@@ -10,7 +10,9 @@
 //           (dpuprof/record/drain/execs.py: a thread that sleeps until then), which reads the new
 //           image's /proc/PID/maps while it runs: a helper that exits before the next drain still
 //           has its user frames resolved.
-// Maps:     tree        HASH  pid (tid of the new task) -> tgid of its parent   (131072 entries)
+// Maps:     tree        HASH  pid (tid of the new task) -> tgid of its parent   (131072 entries);
+//                             user space deletes a task that has exited and that no entry names
+//                             as its parent (dpuprof/record/drain/tree.py)
 //           execs       HASH  tgid -> bpf_ktime_get_ns() of its exec; user space deletes what it
 //                             took                                              (4096 entries)
 //           exec_wake   PERF_OUTPUT  the exec'ing tgid, one record per exec put in `execs`: only

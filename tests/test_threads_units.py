@@ -182,3 +182,26 @@ def test_waits_not_read_while_the_wake_up_program_was_off_keep_their_baseline():
     assert tables["thread_wait"] == [] and maps.reads == reads
     maps.waits[key] = (400, 5)  # on again
     assert rec.interval(3.0, 4.0, {1}, {1: {}})[0]["thread_wait"] == [(1, "sleep", 1, 2, 250, 3)]
+
+
+def test_a_main_threads_waits_on_a_finished_waker_are_forgotten_once_drained():
+    """A main thread that joins a thread per task is woken by each of them once: those entries
+    are deleted when the waker is finished, after their last values were drained (not kept and
+    read every drain until sw_waits fills)."""
+    maps = FakeMaps()
+    rec = ThreadRecorder(maps)
+    maps.threads = {1: _bt(1, 10 * MS, 0, born=0.1), 5: _bt(5, 1 * MS, 0, born=0.2)}
+    maps.waits = {(1, 1, 1, 1, 5): (100, 1)}
+    rec.interval(0.0, 1.0, {1}, {1: {1: (10 * MS, 0), 5: (1 * MS, 0)}})
+    assert maps.forgotten == []
+    # Thread 5 woke the main thread once more, then exited (gone from /proc).
+    maps.threads[5] = _bt(5, 2 * MS, 0, born=0.2, exited=1.5)
+    maps.waits = {(1, 1, 1, 1, 5): (300, 2), (1, 1, 1, 0, 0): (50, 1)}
+    tables, _ = rec.interval(1.0, 2.0, {1}, {1: {1: (11 * MS, 0)}})
+    assert (1, "sleep", 1, 5, 200, 1) in tables["thread_wait"]  # its last wake-up is counted
+    assert maps.forgotten == [({5}, [(1, 1, 1, 1, 5)])]  # then the entry goes; the main thread's own stay
+    assert maps.waits == {(1, 1, 1, 0, 0): (50, 1)}
+    # A new thread under the reused id 5 starts a new entry: counted whole.
+    maps.waits[(1, 1, 1, 1, 5)] = (70, 1)
+    tables, _ = rec.interval(2.0, 3.0, {1}, {1: {1: (12 * MS, 0)}})
+    assert tables["thread_wait"] == [(1, "sleep", 1, 5, 70, 1)]

@@ -237,7 +237,7 @@ class Recorder:
         self.source.resume()
         workload = self._workload_pids()
         self.listed = None
-        proc = self.procs.sample([p for p in workload if self._is_process(p)])
+        proc = self.procs.sample(self._processes(workload))
         self.threads.rebaseline(workload, proc.thread_stats)
         self.host.sample()
         self.io.sample(workload)
@@ -345,6 +345,15 @@ class Recorder:
     def _workload_pids(self) -> set[int]:
         return self.work.pids(self.source.parents())
 
+    def _processes(self, workload: set[int]) -> list[int]:
+        """The thread-group leaders among ``workload``'s ids (``_is_process``). The workload keeps
+        the id of every thread it ever had: only the ids new since the last call are looked at
+        (a set difference), not all of them every interval (a workload that started 180 threads a
+        second spent 1.1 ms a drain more for every 1,000 threads it had started)."""
+        for pid in workload - self.process_ok.keys():
+            self._is_process(pid)
+        return [p for p in workload & self.process_ok.keys() if self.process_ok[p]]
+
     def _is_process(self, pid: int) -> bool:
         """Whether ``pid`` is a thread-group leader; asked once per id: a live thread that is not
         its group's leader never becomes one under the same id, and the workload's ids include
@@ -387,9 +396,9 @@ class Recorder:
         workload = self.work.pids(parents)
         parents = parents or {}
         self.listed = None  # ids new since: listed after the tree was read (none is missed)
-        live_workload = [p for p in workload if self._is_process(p)]
         if len(self.process_ok) > 2 * len(workload):  # ids that left the workload (pids are reused)
             self.process_ok = {p: ok for p, ok in self.process_ok.items() if p in workload}
+        live_workload = self._processes(workload)
         self.procs.baseline(self.work.take_moved_in())  # their CPU before joining is not ours
         # The exits first, then /proc: a process that ends in between is charged next interval.
         exits = self.source.exits()

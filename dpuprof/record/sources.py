@@ -37,9 +37,9 @@ from dpuprof.record.drain.maps import (
     SockCloseDrainer,
     SockDrainer,
     SoftirqDrainer,
-    TreeDrainer,
 )
 from dpuprof.record.drain.threads import SchedWaitMaps
+from dpuprof.record.drain.tree import TreeDrainer
 from dpuprof.record.drain import uprobes, waitduty
 from dpuprof.record.load import attach
 from dpuprof.record.load import probes as probemod
@@ -272,6 +272,7 @@ class BpfSource:
         if "uprobes" in used:
             self.uprobes = uprobes.start(bpf, os.getpid(), codecs=self.opts.codec_uprobes)
             work.also_seed.append((bpf["wl"], 1))  # attached trees are uprobe members too
+            self.tree.also.append(bpf["wl"])  # and exited ones are pruned from it with the tree's
 
     def _attach_sampler(self) -> None:
         """The cpu-clock perf event on every CPU at ``freq_hz``, running ``on_sample``."""

@@ -452,23 +452,5 @@ class LostDrainer:
         return [(kind, n) for kind, (n,) in sorted(self.cum.deltas(cur).items())]
 
 
-class TreeDrainer:
-    """proc_tree: the workload's process tree as {pid: parent tgid}, and the CPU of the processes
-    that ended ({tgid: on-CPU ns of its whole life}, taken from the map: drained once)."""
-
-    def __init__(self, bpf, recorder_pid: int):
-        self.tree = bpf["tree"]
-        self.tree[ct.c_uint32(recorder_pid)] = ct.c_uint32(0)
-        self.exit_cpu = bpf["exit_cpu"]
-
-    def parents(self) -> dict[int, int]:
-        return dict(snapshot(self.tree, plain=True))
-
-    def exits(self) -> dict[int, float]:
-        got = {k: float(v) for k, v in snapshot(self.exit_cpu, plain=True)}
-        delete_keys(self.exit_cpu, [self.exit_cpu.Key(pid) for pid in got])
-        return got
-
-
 __all__ = ["SampleDrainer", "process_comms", "SoftirqDrainer", "BlockDrainer", "NetDrainer", "SockDrainer",
-           "LostDrainer", "TreeDrainer"]
+           "LostDrainer"]

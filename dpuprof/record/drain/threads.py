@@ -269,7 +269,12 @@ class ThreadRecorder:
             for tid in [t for t in known if t not in keep]:
                 del known[tid]
         if self.maps is not None and finished:
-            keys = [k for k in waits if k[0] in finished]
+            # A wait entry ends with its thread, and also with its waker: a main thread that
+            # joins a thread per task is woken once by each, a new (waker, state) key every time
+            # (180 a second here), and sw_waits would fill (16384 entries) and be read whole.
+            # Lossless: a finished thread has left /proc, so it wakes nobody any more, and
+            # ``waits`` holds the entries' values now (read now, or unchanged since: read_waits).
+            keys = [k for k in waits if k[0] in finished or k[4] in finished]
             for k in keys:
                 self.prev_waits.pop(k, None)
             self.maps.forget(finished, keys)

@@ -26,6 +26,10 @@ from dpuprof.record.workload import procfs
 from dpuprof.record.workload.procfs import process_info
 from dpuprof.record.workload.child import resolve_command
 
+# A pid that has left the workload's tree stays in the workload this many ``pids`` calls (one per
+# drain): its exit's counters and last samples are read in the drains after it is gone.
+KEEP_CALLS = 3
+
 
 @dataclass(frozen=True)
 class Target:
@@ -167,10 +171,15 @@ class Workload:
     lost_map: object = None  # the BPF ``tree_lost`` array: seeds that did not fit are counted there
     gen_map: object = None  # the BPF ``tree_gen`` array: changed after seeding (probes/proc_tree.bpf.c)
     roots: dict[int, int] = field(default_factory=dict)  # attach/cgroup roots: pid -> start time
-    # Every workload pid so far (exited ones stay), except system-wide: there, the live processes
-    # and those that ran since the previous ``pids`` call only (``ran``), or a host where jobs
-    # come and go would keep every pid it ever had, and each interval would walk them all.
+    # The workload's pids: those in the tree now, and those that left it (exited) in the last
+    # KEEP_CALLS calls (``departed``: their last samples and counters are drained after they
+    # leave; without the BPF tree, every pid so far); system-wide, the live processes and those that ran since the previous ``pids`` call
+    # only (``ran``). Until 2026-12-07 every pid ever in the tree stayed, threads included: a
+    # workload that starts threads all the time made every interval walk them all, and a later
+    # process under a reused id (pid_max is 32768 on some hosts) counted as the workload's.
     seen: set[int] = field(default_factory=set)
+    departed: dict[int, int] = field(default_factory=dict)  # pid -> the call it left the tree at
+    calls: int = 0
     ran: set[int] = field(default_factory=set)  # system-wide: ran since the last ``pids`` call (add_seen)
     count: int = 0  # distinct processes that entered ``seen`` (a reused pid counts again), for the status line
     starts: dict[int, int] = field(default_factory=dict)  # start time of each pid when first seen
@@ -279,7 +288,8 @@ class Workload:
         return out
 
     def pids(self, parents: dict[int, int] | None) -> set[int]:
-        """The workload's pids now, with every earlier one kept (an exited process keeps its data);
+        """The workload's pids now, with those that left the BPF tree in the last KEEP_CALLS
+        calls (every earlier one without it: ``parents`` None, the tree followed through /proc);
         system-wide, the live processes and those that ran since the previous call (an exited one
         stays through the interval after the one it ran in: late thread exits, late counters)."""
         if self.target.kind == "system-wide":
@@ -301,8 +311,21 @@ class Workload:
         if self.target.kind == "system-wide":
             self.seen = now
         else:
+            if parents is not None:  # /proc's tree loses an orphan: there every pid stays
+                self._keep_departed(now)
             self.seen |= now
         return self.seen
+
+    def _keep_departed(self, now: set[int]) -> None:
+        """Drop from ``seen`` the pids that left the tree KEEP_CALLS calls ago (the proc_tree
+        map loses a task some drains after it exits: drain/tree.py; /proc at once)."""
+        self.calls += 1
+        for pid in self.departed.keys() & now:  # in the tree again: a reused id
+            del self.departed[pid]
+        for pid in self.seen - now:
+            if self.calls - self.departed.setdefault(pid, self.calls) >= KEEP_CALLS:
+                del self.departed[pid]
+                self.seen.discard(pid)
 
     def add_seen(self, pids) -> None:
         """System-wide: processes that ran in the interval (sampled or scheduled) but were gone
