@@ -288,8 +288,8 @@ class Workload:
         return out
 
     def pids(self, parents: dict[int, int] | None) -> set[int]:
-        """The workload's pids now, with those that left the BPF tree in the last KEEP_CALLS
-        calls (every earlier one without it: ``parents`` None, the tree followed through /proc);
+        """The workload's pids now, once per drain, with those that left the BPF tree in the last
+        KEEP_CALLS calls (every earlier one without it: ``parents`` None, the tree followed through /proc);
         system-wide, the live processes and those that ran since the previous call (an exited one
         stays through the interval after the one it ran in: late thread exits, late counters)."""
         if self.target.kind == "system-wide":
@@ -298,13 +298,7 @@ class Workload:
         else:
             if self.cgroup_path:
                 self._refresh_cgroup()
-            now = set()
-            if parents is not None:
-                for root in self.roots:
-                    now |= descendants_of(parents, root)
-            else:
-                for root in self.roots:
-                    now |= {root, *procfs.descendants([root], exclude=(self.recorder_pid,))}
+            now = self._members(parents)
         now.discard(0)
         now.discard(self.recorder_pid)
         self.count += len(now - self.seen)
@@ -315,6 +309,16 @@ class Workload:
                 self._keep_departed(now)
             self.seen |= now
         return self.seen
+
+    def _members(self, parents: dict[int, int] | None) -> set[int]:
+        """The roots and their descendants now: in the BPF tree ``parents``, else through /proc."""
+        now = set()
+        for root in self.roots:
+            if parents is not None:
+                now |= descendants_of(parents, root)
+            else:
+                now |= {root, *procfs.descendants([root], exclude=(self.recorder_pid,))}
+        return now
 
     def _keep_departed(self, now: set[int]) -> None:
         """Drop from ``seen`` the pids that left the tree KEEP_CALLS calls ago (the proc_tree
@@ -353,7 +357,8 @@ class Workload:
         parents = None
         if self.tree_map is not None:
             parents = {k.value: v.value for k, v in self.tree_map.items()}
-        for pid in self.pids(parents) - set(self.roots):
+        # Not pids(): a poll is no drain, and changes nothing the drains keep.
+        for pid in (self._members(parents) | self.seen) - {0, self.recorder_pid, *self.roots}:
             st = procfs.stat(pid)
             if st is None or st.state in procfs.DEAD_STATES:
                 continue
