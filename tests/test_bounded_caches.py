@@ -15,7 +15,7 @@ import pytest
 from dpuprof.agent.jobs import NO_JOB, Job, JobLabels
 from dpuprof.agent.rotate import RotatingWriter
 from dpuprof.record.drain.mapio import exited_entries
-from dpuprof.record.drain.maps import SampleDrainer, process_comms
+from dpuprof.record.drain.samples import SampleDrainer, process_comms
 from dpuprof.record.drain.telemetry import ProcessTelemetry
 from dpuprof.record.lru import Lru
 from dpuprof.record.recorder import Options, Recorder, stale_processes

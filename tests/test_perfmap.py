@@ -108,7 +108,7 @@ class _StubSym:
 def test_drain_orders_python_frames_outermost_first_and_drops_unnamed():
     from collections import defaultdict
 
-    from dpuprof.record.drain.maps import SampleDrainer
+    from dpuprof.record.drain.samples import SampleDrainer
 
     drainer = SampleDrainer(defaultdict(lambda: None), _StubSym(), classifier=None)
     scanned = [0x1011, 0x2000, 0x1006, 0, 0, 0, 0, 0]  # innermost first, as the probe stores them

@@ -1,6 +1,6 @@
 """Root test: stack map loss stays flat over a run (issue 11).
 
-bcc 0.26's ``StackTrace.clear()`` is a no-op, so before the fix in dpuprof/record/drain/maps.py the
+bcc 0.26's ``StackTrace.clear()`` is a no-op, so before the fix in dpuprof/record/drain/samples.py the
 stack maps were never emptied: they filled up and ``bpf_get_stackid`` failed with -EEXIST on ever
 more hash-bucket collisions (user stacks lost: 9 % of samples in minute 0 of fixtures/long, 35 % in
 minute 7). With every drained stack id deleted, loss stays under 1 % of samples in every 3-s
@@ -73,7 +73,7 @@ def drain_check():
     from dpuprof.record.load import probes
     from dpuprof.record.load.bcc_loader import import_bcc
     from dpuprof.record.stacks.classify import Classifier
-    from dpuprof.record.drain.maps import SampleDrainer
+    from dpuprof.record.drain.samples import SampleDrainer
     from dpuprof.record.stacks.symbols import Symbolizer
 
     bcc = import_bcc()

@@ -33,11 +33,11 @@ from dpuprof.record.drain.maps import (
     BlockDrainer,
     LostDrainer,
     NetDrainer,
-    SampleDrainer,
     SockCloseDrainer,
     SockDrainer,
     SoftirqDrainer,
 )
+from dpuprof.record.drain.samples import SampleDrainer
 from dpuprof.record.drain.threads import SchedWaitMaps
 from dpuprof.record.drain.tree import TreeDrainer
 from dpuprof.record.drain import uprobes, waitduty
@@ -73,7 +73,7 @@ class Drained:
     """One interval from a source: ``tables`` {table: rows} for RecordingWriter.write_interval,
     ``stacks`` new stack rows, ``dropped_stacks`` ids of stacks never referred to again,
     ``markers`` marker rows, ``comms`` {pid: comm} of sampled processes (``main_named``: those
-    named by their main thread's samples, drain/maps.py process_comms), ``ran`` pids that were
+    named by their main thread's samples, drain/samples.py process_comms), ``ran`` pids that were
     sampled, ``samples`` sampled (busy ``busy`` by top-level category), ``lost`` whole samples
     lost (map overflows), ``warnings`` lines for the user (a probe that stopped early),
     ``closed_sockets`` (cookie, tgid, bytes_acked, bytes_received) of the TCP sockets closed since
