@@ -4,6 +4,8 @@ kept to the tasks that can still matter, on synthetic readings (the map is a dic
 from __future__ import annotations
 
 import ctypes as ct
+import os
+import threading
 
 from dpuprof.record.drain import tree as treemod
 from dpuprof.record.drain.tree import TreeDrainer, exited_leaves
@@ -41,6 +43,7 @@ def test_prune_deletes_an_exited_leaf_at_the_second_pruning_and_from_the_also_ma
     wl.update({10: 1, 12: 1})
     dead = {12, 13}
     monkeypatch.setattr(treemod, "_in_proc", lambda t: t not in dead)
+    monkeypatch.setattr(treemod, "_listed_tasks", lambda tgids: set())
     monkeypatch.setattr(treemod, "delete_keys", lambda table, keys: [table.__delitem__(k) for k in keys])
     monkeypatch.setattr(treemod, "snapshot", lambda table, plain=False: list(dict.items(table)))
     assert drainer.prune(dict(tree)) == []  # first seen exited: still looked up by this drain
@@ -59,6 +62,7 @@ def test_parents_prunes_every_prune_every_readings(monkeypatch):
     drainer = TreeDrainer({"tree": tree, "exit_cpu": FakeTable()}, recorder_pid=1)
     tree.update({10: 1, 11: 10})
     monkeypatch.setattr(treemod, "_in_proc", lambda t: t != 11)
+    monkeypatch.setattr(treemod, "_listed_tasks", lambda tgids: {10} & set(tgids))
     monkeypatch.setattr(treemod, "delete_keys", lambda table, keys: [table.__delitem__(k) for k in keys])
     monkeypatch.setattr(treemod, "snapshot", lambda table, plain=False: list(dict.items(table)))
     for _ in range(2 * treemod.PRUNE_EVERY - 1):
@@ -77,3 +81,15 @@ def test_workload_forgets_a_pid_keep_calls_after_it_left_the_tree():
     assert work.count == 4
     # Without the BPF tree (/proc's), every pid stays.
     assert 12 in work.pids(None) and 12 in work.pids(None)
+
+
+def test_listed_tasks_names_the_threads_of_live_processes():
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        live = treemod._listed_tasks({os.getpid(), 999_999_999})  # a pid that cannot exist: skipped
+        assert os.getpid() in live and threading.get_native_id() in live and t.native_id in live
+    finally:
+        stop.set()
+        t.join()
