@@ -50,11 +50,15 @@
 //           py_ranges   HASH  tgid -> {lo, hi, size, ret}: the trampoline arena (1024 entries)
 //           py_scan     PERCPU_ARRAY [0] = the copied stack words
 // Hooks:    perf_event PERF_TYPE_SOFTWARE / PERF_COUNT_SW_CPU_CLOCK
-// Overhead: one stack walk (kernel + user) and one hash update per sample; nothing per switch.
-//           on_sample (benchmarks/hot_loads.py, benchmarks/HOT_LOADS.md: 2026-12-05, 2-vCPU VM,
-//           99 Hz; 13:05): 13.2 us per sample x 130/s on an iperf3 flood, 9.0 us x 195/s on 4 x 128
-//           Python threads (their stacks scanned for Python frames), 13.6 us x 124/s under fio:
-//           0.17-0.18 % of one core.
+// Overhead: one stack walk (kernel + user) and one hash update per sample; nothing per switch;
+//           for the idle task at a known idle leaf, no walk (idle_ips).
+//           on_sample (benchmarks/hot_loads.py, benchmarks/HOT_LOADS.md at 4f2c414: 2026-12-07
+//           05:15, 2-vCPU VM, 99 Hz): 18.6 us per sample x 198/s on an iperf3 flood (21.6 before
+//           the idle leaves, 4d6dde8, same run), 15.4 us beside 4 x 128 Python threads, 8.8 us
+//           beside 2 x 8 (19.6 before: its CPUs are mostly idle), 19.3 us under fio: 0.17-0.38 %
+//           of one core. A walk costs ~1 us a frame on this VM (the kernel's, timed with
+//           bpf_ktime_get_ns around get_stackid on an iperf3 flood: 3.7-5.8 us at depth 1,
+//           9-13 us at 8, 9-24 us at 16), most of a busy sample's cost; an idle one's is ~5.6 us.
 #include <uapi/linux/ptrace.h>
 // Not <uapi/linux/bpf_perf_event.h> and <linux/sched.h>: through <linux/ptrace.h> they pull in
 // most of the kernel's headers, 2.6 s of the compile's CPU (of ~5 s for all probes) for one
