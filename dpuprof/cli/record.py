@@ -22,11 +22,12 @@ flood (perf: 0.45 %), 2.19 % beside 4 x 128 threads that hash and sleep (perf: 0
 the machine's busy CPU under fio 4 KiB random reads at 200,853 IOPS (perf: 0.40 %). The largest
 part is the recorder's own reading of /proc and the maps every second: 0.210, 0.530 and 0.260 s
 of CPU in 15 s. The sampler's program costs 8777 ns a sample beside 2 x 8 threads (CPUs mostly
-idle: an idle CPU's stacks are not walked) to 19303 ns under fio (its stack walks). sched_waking, run at every wake-up on the host to measure
-main threads' waits, is attached one second in four (--wait-duty 1s/4s): 0.30 % of a core on
-iperf3 (452 ns x 6,620/s averaged over the run) and 0.32 % under fio (86 ns x 37,254/s);
---wait-duty always runs it throughout (benchmarks/WAIT_DUTY.md). --light (no sched_wait or
-uprobes, -F 19, 5-s drains): 0.51 %, 0.66 % and 0.37 %. Bytes, packets and I/Os come from the
+idle: an idle CPU's stacks are not walked) to 19303 ns under fio (its stack walks).
+sched_waking, run at every wake-up on the host to measure main threads' waits, is attached one
+second in four (--wait-duty 1s/4s): 0.30 % of a core on iperf3 (452 ns x 6,620/s averaged over
+the run) and 0.32 % under fio (86 ns x 37,254/s); --wait-duty always runs it throughout
+(benchmarks/WAIT_DUTY.md). --light (no sched_wait or uprobes, -F 19, 5-s drains): 0.51 %,
+0.66 % and 0.37 %. Bytes, packets and I/Os come from the
 kernel's counters (/proc; sock_diag for TCP bytes per process), with no program per packet,
 request or socket call: 1.0021 of iperf3's bytes and all of fio's I/Os counted. The kernel's BPF
 run-time statistics, which add about 100 ns to every program run, are on for one interval in 10

@@ -173,10 +173,11 @@ class Workload:
     roots: dict[int, int] = field(default_factory=dict)  # attach/cgroup roots: pid -> start time
     # The workload's pids: those in the tree now, and those that left it (exited) in the last
     # KEEP_CALLS calls (``departed``: their last samples and counters are drained after they
-    # leave; without the BPF tree, every pid so far); system-wide, the live processes and those that ran since the previous ``pids`` call
-    # only (``ran``). Until 2026-12-07 every pid ever in the tree stayed, threads included: a
-    # workload that starts threads all the time made every interval walk them all, and a later
-    # process under a reused id (pid_max is 32768 on some hosts) counted as the workload's.
+    # leave; without the BPF tree, every pid so far); system-wide, the live processes and those
+    # that ran since the previous ``pids`` call only (``ran``). Until 2026-12-07 every pid ever in
+    # the tree stayed, threads included: a workload that starts threads all the time made every
+    # interval walk them all, and a later process under a reused id (pid_max is 32768 on some
+    # hosts) counted as the workload's.
     seen: set[int] = field(default_factory=set)
     departed: dict[int, int] = field(default_factory=dict)  # pid -> the call it left the tree at
     calls: int = 0
@@ -289,7 +290,8 @@ class Workload:
 
     def pids(self, parents: dict[int, int] | None) -> set[int]:
         """The workload's pids now, once per drain, with those that left the BPF tree in the last
-        KEEP_CALLS calls (every earlier one without it: ``parents`` None, the tree followed through /proc);
+        KEEP_CALLS calls (every earlier one without it: ``parents`` None, the tree followed
+        through /proc);
         system-wide, the live processes and those that ran since the previous call (an exited one
         stays through the interval after the one it ran in: late thread exits, late counters)."""
         if self.target.kind == "system-wide":
