@@ -451,8 +451,7 @@ class Recorder:
         gone = stale_processes(self.known_procs, workload, before)
         for pid in gone:
             del self.known_procs[pid]
-        self.process_ok = {p: ok for p, ok in self.process_ok.items() if p in workload}
-        self.procs.retain(workload)
+        self.procs.retain(workload)  # (the leader checks follow the workload every drain: _processes)
         return gone
 
 

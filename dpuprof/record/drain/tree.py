@@ -8,8 +8,8 @@ import os
 
 from dpuprof.record.drain.mapio import delete_keys, snapshot
 
-# The proc_tree map is pruned of exited tasks every this many drains (TreeDrainer.prune): one
-# existence check per task that no other names as its parent.
+# The proc_tree map is pruned of exited tasks every this many drains (TreeDrainer.prune): a
+# /proc/TGID/task listing per process in the map, and a lookup per task no listing names.
 PRUNE_EVERY = 10
 
 
