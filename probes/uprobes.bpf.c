@@ -27,8 +27,9 @@
 //           that CPU accumulated (a VM; 1.4 and 1.8 s on the two vCPUs of the development VM), an
 //           offset that cancels between entry and return on the same CPU. A call that returns on
 //           another CPU than it entered on gets the difference of the two sum_exec_runtime
-//           readings (each up to a tick stale). Offsets from the running kernel's BTF
-//           (UP_TASK_CLOCK, dpuprof/record/load/probes.py); without BTF cpu_ns is 0 (unknown).
+//           readings (each up to a tick stale). Either way at most the call's wall time. Offsets
+//           from the running kernel's BTF (UP_TASK_CLOCK, dpuprof/record/load/probes.py); without
+//           BTF cpu_ns is 0 (unknown).
 // Overhead: a uprobe hit is a trap into the kernel (~1-3 us each, twice with its uretprobe), so
 //           only calls made at most thousands of times a second are probed (docs/uprobes.md).
 #include <uapi/linux/ptrace.h>
@@ -167,11 +168,14 @@ static inline int fly_end(u32 fn, struct fly_val *out) {
         return 0;
     *out = *val;
     inflight.delete(&key);
-    struct cpu_clock c = thread_clock(bpf_ktime_get_ns());
+    u64 now = bpf_ktime_get_ns();
+    struct cpu_clock c = thread_clock(now);
     if (out->cpu == bpf_get_smp_processor_id())  // out->cpu0 becomes the call's on-CPU ns
         out->cpu0 = c.now > out->cpu0 ? c.now - out->cpu0 : 0;
     else
         out->cpu0 = c.sum > out->sum0 ? c.sum - out->sum0 : 0;
+    if (out->cpu0 > now - out->ts)  // a thread runs at most the call's wall time (stale readings)
+        out->cpu0 = now - out->ts;
     return 1;
 }
 
