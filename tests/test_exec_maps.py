@@ -14,7 +14,8 @@ import time
 from conftest import poll_until
 from dpuprof.record.drain.execs import ExecWatcher
 from dpuprof.record.stacks.elfsyms import ElfSymbols, demangle
-from dpuprof.record.stacks.symbols import UNKNOWN, USER_SPACE_END, ProcessMaps, Symbolizer, worth_rereading
+from dpuprof.record.stacks.procmaps import USER_SPACE_END, ProcessMaps, worth_rereading
+from dpuprof.record.stacks.symbols import UNKNOWN, Symbolizer
 
 
 class _NoKernel:
@@ -166,3 +167,26 @@ def test_watcher_sleeps_until_an_exec_wakes_it_and_stops_at_once():
     assert not thread.is_alive()
     os.close(wake.r)
     os.close(wake.w)
+
+
+def test_a_user_walk_is_cut_where_a_return_address_lies_in_data():
+    """From the leaf outwards, the first address in the process's data (a frame-pointer walk
+    through code without frame pointers) ends the stack as one UNKNOWN root frame: the addresses
+    outward of it were read through the same broken chain. An address that may still be code
+    (unmapped: not yet read in the maps) does not cut."""
+    sym = Symbolizer(_NoKernel)
+    code, _entry = _libc_getpid()
+    heap = ctypes.addressof(ctypes.create_string_buffer(1 << 16))
+    pid = os.getpid()
+    sym._process_maps(pid).reload()  # the buffer's mapping is known
+    whole = sym.user_stack(pid, (code, code, heap + 64, heap, code))
+    assert whole == [UNKNOWN, whole[-1]] and whole[-1].endswith("(libc.so.6)"), whole
+    assert sym.user_stack(pid, (heap, heap + 8)) == [UNKNOWN]
+    assert sym.user_stack(pid, (code, USER_SPACE_END + 4096, code)) == [UNKNOWN, whole[-1]]
+    intact = sym.user_stack(pid, (code, code))
+    assert intact == [whole[-1], whole[-1]]
+    maps = sym._process_maps(pid)
+    areas = sorted(maps.data + [e[:2] for e in maps.entries])
+    hole = next(end + 4096 for _s, end in areas
+                if end + 4096 < USER_SPACE_END and not any(a <= end + 4096 < b for a, b in areas))
+    assert sym.user_stack(pid, (code, hole, code)) == [whole[-1], UNKNOWN, whole[-1]]

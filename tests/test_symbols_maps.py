@@ -6,7 +6,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-from dpuprof.record.stacks.symbols import (MAX_BACKOFF, MIN_MAP_ADDR, USER_SPACE_END, ProcessMaps, could_be_code,
+from dpuprof.record.stacks.procmaps import (MAX_BACKOFF, MIN_MAP_ADDR, USER_SPACE_END, ProcessMaps, could_be_code,
                                     worth_rereading)
 
 
