@@ -250,3 +250,17 @@ def test_projection_gauges_per_dpu_and_job(fixture_copy):
     assert got[("dpuprof_projected_speedup", (("bound", "expected"),) + labels)] == pytest.approx(bounds["expected"])
     proj.publish([])  # the next file has no job: the series go
     assert not any(name.startswith("dpuprof_projected") for name, _ in _scrape(m))
+
+
+def test_a_live_threads_row_is_carried_into_every_file_and_ends_at_each_files_end(tmp_path):
+    """The recorder gives a live thread's row once, last_seen None (threads.py _thread_rows):
+    each rotated file still holds it, last seen at that file's last interval."""
+    w = RotatingWriter(tmp_path, "node", {"command": [], "interval_s": 1.0}, rotate_s=2, keep=10,
+                       now=lambda: 1000.0)
+    for i in range(5):
+        w.write_interval(i, 1000.0 + i, 1001.0 + i, {},
+                         threads=[(7, 100, "worker", 1000.0, None)] if i == 0 else
+                         [(8, 100, "short", 1003.0, 1003.5)] if i == 3 else [])
+    w.close(end_time=1005.0, stop_reason="stopped")
+    got = [load(f).table("threads").set_index("tid")["last_seen"].to_dict() for f in sorted(tmp_path.glob("node-*.rec"))]
+    assert got == [{7: 1002.0}, {7: 1004.0, 8: 1003.5}, {7: 1005.0, 8: 1003.5}]

@@ -160,3 +160,19 @@ def test_a_real_recording_rewritten_as_v4_reads_the_same_in_python_and_sql(fixtu
 ])
 def test_v4_damaged_blobs_are_one_line_errors(tmp_path, sql, needle):
     assert_load_fails_in_one_line(_write_v4(tmp_path / "d.rec"), sql, needle)
+
+
+def test_a_live_threads_last_seen_is_the_last_intervals_end_closed_or_not(tmp_path):
+    """A live thread's row is written with last_seen NULL (threads.py _thread_rows): close()
+    stores the last interval's end there, and the reader reads it so where the recorder was
+    killed before closing."""
+    path = tmp_path / "r.rec"
+    w = RecordingWriter(path, {"command": ["x"], "interval_s": 1.0})
+    w.write_interval(0, 100.0, 101.0, {}, threads=[(42, 42, "main", 100.0, None), (43, 42, "w", 100.2, 100.7)])
+    w.write_interval(1, 101.0, 102.0, {})
+    killed = tmp_path / "killed.rec"
+    killed.write_bytes(path.read_bytes())  # what a SIGKILL leaves: the committed intervals
+    assert load(killed).table("threads").set_index("tid")["last_seen"].to_dict() == {42: 102.0, 43: 100.7}
+    w.close(end_time=102.5, exit_code=0)
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT tid, last_seen FROM threads ORDER BY tid").fetchall() == [(42, 102.0), (43, 100.7)]

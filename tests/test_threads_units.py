@@ -7,6 +7,7 @@ import pytest
 
 from dpuprof.record.load import probes
 from dpuprof.record.drain.threads import BpfThread, ThreadRecorder, time_rows, wait_rows
+from dpuprof.record.drain import threads as threads_mod
 
 MS = 1_000_000
 
@@ -78,7 +79,7 @@ def test_exiting_thread_gets_its_last_partial_interval_from_the_probe():
     maps.threads = {2: _bt(2, 100 * MS, 10 * MS, born=0.5)}
     tables, threads = rec.interval(0.0, 1.0, {1}, {1: {2: (100 * MS, 10 * MS)}})
     assert tables["thread_time"] == [(2, 100 * MS, 10 * MS, 390 * MS)]
-    assert threads[0][:2] == (2, 1) and threads[0][3] == 0.5 and threads[0][4] == 1.0
+    assert threads[0][:2] == (2, 1) and threads[0][3] == 0.5 and threads[0][4] is None  # alive
     # Interval 1: it exited at 1.4 s; /proc no longer lists it; the probe's counters grew by 30+5 ms.
     maps.threads = {2: _bt(2, 130 * MS, 15 * MS, born=0.5, exited=1.4, comm="gone")}
     maps.waits = {(2, 1, 1, 1, 1): (200 * MS, 1)}
@@ -205,3 +206,30 @@ def test_a_main_threads_waits_on_a_finished_waker_are_forgotten_once_drained():
     maps.waits[(1, 1, 1, 1, 5)] = (70, 1)
     tables, _ = rec.interval(2.0, 3.0, {1}, {1: {1: (12 * MS, 0)}})
     assert tables["thread_wait"] == [(1, "sleep", 1, 5, 70, 1)]
+
+
+def test_a_live_threads_row_is_given_when_it_changes_and_ends_where_it_was_last_seen(monkeypatch):
+    """threads rows follow what changed: a live thread's once (last_seen None), again when its
+    name changes; one that leaves /proc without a recorded exit (no probe) ends at the last
+    interval that saw it."""
+    names = {5: "a", 6: "b"}
+    monkeypatch.setattr(threads_mod, "thread_comm", lambda pid, tid: names[tid])
+    monkeypatch.setattr(threads_mod, "COMM_REFRESH", 2)  # names read anew every second interval
+    rec = ThreadRecorder(None)
+    _, threads = rec.interval(0.0, 1.0, {1}, {1: {5: (1 * MS, 0), 6: (1 * MS, 0)}})
+    assert threads == [(5, 1, "a", 1.0, None), (6, 1, "b", 1.0, None)]  # birth unknown: first sight
+    _, threads = rec.interval(1.0, 2.0, {1}, {1: {5: (2 * MS, 0), 6: (2 * MS, 0)}})
+    assert threads == []
+    names[6] = "renamed"
+    _, threads = rec.interval(2.0, 3.0, {1}, {1: {5: (3 * MS, 0), 6: (3 * MS, 0)}})
+    assert threads == [(6, 1, "renamed", 1.0, None)]
+    _, threads = rec.interval(3.0, 4.0, {1}, {1: {5: (4 * MS, 0)}})
+    assert threads == [(6, 1, "renamed", 1.0, 3.0)]  # gone unseen: last seen at the end of 3.0
+
+
+def test_threads_that_ended_in_a_pause_end_at_the_interval_before_it():
+    rec = ThreadRecorder(None)
+    rec.interval(0.0, 1.0, {1}, {1: {5: (1 * MS, 0), 6: (1 * MS, 0)}})
+    rec.rebaseline({1}, {1: {5: (9 * MS, 0)}})  # thread 6 ended while the recorder sat out
+    _, threads = rec.interval(4.0, 5.0, {1}, {1: {5: (10 * MS, 0)}})
+    assert [(r[0], r[4]) for r in threads] == [(6, 1.0)]

@@ -108,10 +108,11 @@ class RotatingWriter:
         self._open(at)
 
     def _forget_gone(self, at: float) -> None:
-        """Processes and threads not seen in the file just closed will not be referred to again."""
+        """Processes and threads not seen in the file just closed will not be referred to again
+        (a live thread's row has last_seen None: threads.py ``_thread_rows``)."""
         start = self.opened_at if self.opened_at is not None else at
         for rows, last_seen in ((self.processes, 6), (self.threads, 4)):  # the rows' last_seen column
-            for key in [k for k, row in rows.items() if row[last_seen] < start]:
+            for key in [k for k, row in rows.items() if row[last_seen] is not None and row[last_seen] < start]:
                 del rows[key]
 
     def write_interval(self, interval: int, t_start: float, t_end: float, tables: dict, processes=(),

@@ -211,7 +211,18 @@ def _load(path: Path, source: Path, writable: bool = False) -> Recording:
             frames[table] = _check_types(path, table, df)
     finally:
         db.close()
+    frames["threads"] = _alive_at_end(frames["threads"], frames["intervals"])
     return Recording(path, meta, frames)
+
+
+def _alive_at_end(threads, intervals):
+    """``threads`` with the end of the last interval as last_seen where it is NULL: a thread
+    still alive when a killed recorder wrote its last interval (RecordingWriter.close writes that
+    end itself)."""
+    missing = threads["last_seen"].isna()
+    if not missing.any() or intervals.empty:
+        return threads
+    return threads.assign(last_seen=threads["last_seen"].where(~missing, float(intervals["t_end"].max())))
 
 
 def _reject_constant(name):

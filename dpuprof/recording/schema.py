@@ -209,6 +209,9 @@ CREATE TABLE IF NOT EXISTS probe_cost (
 CREATE TABLE IF NOT EXISTS recorder_cpu (
     interval INTEGER NOT NULL, user_s REAL NOT NULL, system_s REAL NOT NULL);
 -- v2: every thread of the workload seen (tid in the host PID namespace; pid = its process).
+-- last_seen: its exit, or the end of the last interval that saw it alive. The recorder writes a
+-- live thread's row with last_seen NULL when it changes, and that end into every NULL as the file
+-- closes; a killed recorder leaves NULL, which the reader takes as the last interval's end.
 CREATE TABLE IF NOT EXISTS threads (
     tid INTEGER PRIMARY KEY, pid INTEGER NOT NULL, comm TEXT, first_seen REAL, last_seen REAL);
 -- v2: per-thread scheduler time of workload threads per interval (/proc/PID/task/TID/schedstat):

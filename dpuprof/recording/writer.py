@@ -67,6 +67,7 @@ class RecordingWriter:
         self._bucket = (bucket_after_s, bucket_s)
         self._interval_s = float(meta.get("interval_s") or 1.0)
         self._last_interval = -1
+        self._last_end: float | None = None  # the end of the last interval written (unix s)
         self._db = None
         try:
             self._connect(self._staged or self.path)
@@ -123,10 +124,11 @@ class RecordingWriter:
     def set_meta(self, **items) -> None:
         """Store metadata values (JSON-encoded) and commit."""
         with self._tx():
-            self._db.executemany(
-                "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
-                [(k, json.dumps(v)) for k, v in items.items()],
-            )
+            self._put_meta(items)
+
+    def _put_meta(self, items: dict) -> None:
+        self._db.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                             [(k, json.dumps(v)) for k, v in items.items()])
 
     def write_interval(self, interval: int, t_start: float, t_end: float, tables: dict[str, list],
                        processes: list[tuple] = (), stacks: list[tuple] = (), threads: list[tuple] = (),
@@ -139,7 +141,8 @@ class RecordingWriter:
         ``processes``: (pid, ppid, comm, cmdline, in_workload, first_seen, last_seen[, ns_pid,
         cgroup]), upserted.
         ``stacks``: (stack_id, folded, category, subcategory[, cause]), new stacks only.
-        ``threads``: (tid, pid, comm, first_seen, last_seen), upserted (first_seen kept).
+        ``threads``: (tid, pid, comm, first_seen, last_seen), upserted (first_seen kept); last_seen
+        None while the thread lives (``close`` writes the last interval's end into it).
         ``markers``: (pid, tid, kind, t), appended.
         """
         try:
@@ -152,6 +155,7 @@ class RecordingWriter:
         finally:
             self._pending = []
         self._last_interval = max(self._last_interval, interval)
+        self._last_end = t_end if self._last_end is None else max(self._last_end, t_end)
 
     def forget(self, processes=(), stacks=()) -> None:
         """The recorder will not refer to these pids and stack ids again. One file keeps nothing
@@ -270,7 +274,10 @@ class RecordingWriter:
         """Write the final metadata (``complete=True`` unless given), merge old stack samples into
         buckets, vacuum, and close the file."""
         final_meta.setdefault("complete", True)
-        self.set_meta(**final_meta)
+        with self._tx():
+            if self._last_end is not None:  # the threads alive at the end were last seen then
+                self._db.execute("UPDATE threads SET last_seen = ? WHERE last_seen IS NULL", (self._last_end,))
+            self._put_meta(final_meta)
         try:
             self._merge_old_stack_samples()
             self._db.execute("VACUUM")  # one transaction: packs the pages the run left half full
