@@ -47,9 +47,10 @@ class FakeMaps:
         self.forgotten: list[tuple[set, list]] = []
         self.reads = 0  # snapshots that read the waits
 
-    def snapshot(self, waits: bool = True):
+    def snapshot(self, waits: bool = True, known=frozenset()):
         self.reads += waits
-        return dict(self.threads), dict(self.waits) if waits else None
+        shown = {tid: b for tid, b in self.threads.items() if b.exited or tid not in known}
+        return shown, set(self.threads), dict(self.waits) if waits else None
 
     def forget(self, tids, keys):
         self.forgotten.append((set(tids), list(keys)))

@@ -154,7 +154,7 @@ class Recorder:
         sig = childmod.pending_stop()
         if sig is not None:
             return self._stopped_before_start(sig, None)
-        self.host, self.procs, self.gpu = HostTelemetry(), ProcessTelemetry(), GpuTelemetry()
+        self.host, self.procs, self.gpu = HostTelemetry(), ProcessTelemetry(self.source.task_iterator()), GpuTelemetry()
         self.io = IoCounters(COUNTED_TABLES - self.source.probe_tables(), self._workload_pids())
         self.threads = ThreadRecorder(self.source.sched_wait_maps(),
                                       started=None if self.work.target.command else time.time())
@@ -408,7 +408,8 @@ class Recorder:
         host_tables = self.host.sample()  # the host's times at the same instant as the processes'
         self.workload_cpu_s += sum(user + system for _, user, system in proc.proc_cpu)
         thread_tables, thread_rows = self.threads.interval(
-            t0, t1, workload, proc.thread_stats, self.wait_duty is None or self.wait_duty.measures(self.interval))
+            t0, t1, workload, proc.thread_stats, self.wait_duty is None or self.wait_duty.measures(self.interval),
+            proc.threads)
         waits_s = self.wait_duty.covered(t0, t1) if self.wait_duty else None
         got = self.source.drain(workload, proc.exact_ns, self.host.times, writer)
         self.total_samples += got.samples

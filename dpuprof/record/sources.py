@@ -19,6 +19,7 @@ has. tests/test_contracts.py checks that each class has every member, with a com
 from __future__ import annotations
 
 import ctypes as ct
+import functools
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -40,7 +41,8 @@ from dpuprof.record.drain.maps import (
 from dpuprof.record.drain.samples import SampleDrainer
 from dpuprof.record.drain.threads import SchedWaitMaps
 from dpuprof.record.drain.tree import TreeDrainer
-from dpuprof.record.drain import uprobes, waitduty
+from dpuprof.record.drain import tasks, uprobes, waitduty
+from dpuprof.record.drain.tasks import TaskIterator
 from dpuprof.record.load import attach
 from dpuprof.record.load import probes as probemod
 from dpuprof.record.load.bcc_loader import import_bcc
@@ -104,7 +106,8 @@ class Source(Protocol):
     (idempotent). For the metadata: ``meta(command, user)``, ``unavailable`` {probe: why},
     ``hooks`` {probe: hook kind}, ``category_split``; ``env_extra()`` is added to the command's
     environment (or None); ``probe_tables()`` says which of net_io, block_io and sock_io the mode fills, and
-    ``sched_wait_maps()`` gives record/drain/threads.py its maps (or None), ``wait_duty(on, period)``
+    ``sched_wait_maps()`` gives record/drain/threads.py its maps (or None), ``task_iterator()``
+    drain/telemetry.py its reader of every thread's counters (or None: /proc), ``wait_duty(on, period)``
     the duty cycle of sched_wait's wake-up program (drain/waitduty.py; None without it)."""
 
     category_split: bool
@@ -118,6 +121,7 @@ class Source(Protocol):
     def prime(self) -> None: ...
     def parents(self) -> dict[int, int] | None: ...
     def sched_wait_maps(self): ...
+    def task_iterator(self): ...
     def wait_duty(self, on: int, period: int): ...
     def exits(self) -> dict[int, float]: ...
     def probe_tables(self) -> set[str]: ...
@@ -158,6 +162,9 @@ class PsutilSource:
         return None  # targets.py then follows the tree through /proc
 
     def sched_wait_maps(self):
+        return None
+
+    def task_iterator(self):
         return None
 
     def wait_duty(self, on: int, period: int):
@@ -329,6 +336,11 @@ class BpfSource:
 
     def sched_wait_maps(self):
         return SchedWaitMaps(self.bpf) if "sched_wait" in self.used else None
+
+    def task_iterator(self) -> TaskIterator | None:
+        if "thread_stats" not in self.used or tasks.ITER_FUNC not in self.bpf.iter_links:
+            return None
+        return TaskIterator(functools.partial(self.bpf.read_iter, tasks.ITER_FUNC))
 
     def wait_duty(self, on: int, period: int):
         if "sched_wait" not in self.used or waitduty.HOT not in self.bpf.raw_tracepoints:

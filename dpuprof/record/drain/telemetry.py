@@ -13,6 +13,7 @@ import psutil
 
 from dpuprof.record.drain.accounting import HostTimes
 from dpuprof.record.drain.schedstat import SchedstatFiles
+from dpuprof.record.drain.tasks import TaskIterator, TaskReading
 
 HOST_CPU_FIELDS = ("user", "nice", "system", "irq", "softirq", "iowait", "steal", "idle")
 
@@ -67,6 +68,7 @@ class ProcessSample(NamedTuple):
     proc_cpu: list
     exact_ns: dict
     thread_stats: dict
+    threads: TaskReading | None = None  # names and births too, where the task iterator read them
 
 
 class ProcessTelemetry:
@@ -81,15 +83,17 @@ class ProcessTelemetry:
     (``exits``) less its last reading; without one, its last partial interval is left to its
     samples.
 
-    Per thread, /proc/PID/task/TID/schedstat (fields 1 and 2: on-CPU and run-queue ns), through
-    files kept open (schedstat.py): ``close()`` releases them.
+    Per thread, the same two counters (on-CPU and run-queue ns) from one read of the task
+    iterator ``tasks`` (tasks.py) where the thread_stats probe is loaded, else from
+    /proc/PID/task/TID/schedstat through files kept open (schedstat.py): ``close()`` releases them.
     """
 
-    def __init__(self):
+    def __init__(self, tasks: TaskIterator | None = None):
         self._procs: dict[int, psutil.Process] = {}
         self._prev: dict[int, tuple[float, float]] = {}
         self._gone: set[int] = set()  # read before, not found at the last call: an exit may follow
         self._schedstat = SchedstatFiles()
+        self._tasks = tasks
 
     def sample(self, pids, exits: dict[int, float] | None = None) -> ProcessSample:
         """Deltas since the previous call for ``pids`` (a first call takes baselines); ``exits``
@@ -114,11 +118,27 @@ class ProcessTelemetry:
             if du or ds:
                 rows.append((pid, du, ds))
             exact_ns[pid] = (du + ds) * 1e9
-            stats = self._schedstat.read(pid)
-            if stats:
-                thread_stats[pid] = stats
+        threads = self._read_threads(read)
+        if threads is not None:
+            thread_stats = threads.stats
+        else:
+            for pid in read:
+                stats = self._schedstat.read(pid)
+                if stats:
+                    thread_stats[pid] = stats
         self._account_exits(exits or {}, read, {p for p in pids if p in self._prev} - read, exact_ns)
-        return ProcessSample(rows, exact_ns, thread_stats)
+        return ProcessSample(rows, exact_ns, thread_stats, threads)
+
+    def _read_threads(self, pids: set[int]) -> TaskReading | None:
+        """The threads of ``pids`` from the task iterator; None without it, or once a read failed
+        (then /proc from here on)."""
+        if self._tasks is None:
+            return None
+        try:
+            return self._tasks.read(pids)
+        except OSError:
+            self._tasks = None
+            return None
 
     def baseline(self, pids) -> None:
         """Take the CPU readings of ``pids`` as baselines (processes that joined the workload:

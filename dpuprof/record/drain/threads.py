@@ -2,10 +2,11 @@
 
 Sources, per interval:
 
-* /proc/PID/task/TID/schedstat of every live workload thread (read by ProcessTelemetry, fields 1
-  and 2: on-CPU ns and run-queue delay ns, cumulative since the thread began). These are the
-  scheduler's own totals and give thread_time for every thread that is still alive at the end of
-  the interval.
+* the on-CPU ns and run-queue delay ns of every live workload thread, cumulative since the thread
+  began (read by ProcessTelemetry: from one read of the thread_stats task iterator, with each
+  thread's name and birth, tasks.py; without it from /proc/PID/task/TID/schedstat, fields 1 and
+  2, and the names and births from /proc). These are the scheduler's own totals and give
+  thread_time for every thread that is still alive at the end of the interval.
 * the sched_wait probe (probes/sched_wait.bpf.c), when loaded: each thread's birth and exit time,
   the same two counters as the thread exits (read from its task by the probe), and its waits by
   state and waker. /proc no longer shows a thread once it exited, so its last partial interval
@@ -25,6 +26,7 @@ import time
 from typing import NamedTuple
 
 from dpuprof.record.drain.mapio import delete_keys, snapshot
+from dpuprof.record.drain.tasks import TaskReading
 
 WAIT_STATES = {1: "sleep", 2: "io", 3: "other"}
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -135,20 +137,28 @@ class SchedWaitMaps:
         self.threads = bpf["sw_threads"]
         self.waits = bpf["sw_waits"]
 
-    def snapshot(self, waits: bool = True) -> tuple[dict[int, BpfThread], dict[tuple, tuple[int, int]] | None]:
-        """({tid: BpfThread}, {(tid, pid, state, waker_pid, waker_tid): (ns, count)}), cumulative;
-        the second None when ``waits`` is False (sw_waits not read)."""
+    def snapshot(self, waits: bool = True, known=frozenset()) -> tuple[dict[int, BpfThread], set[int],
+                                                                          dict[tuple, tuple[int, int]] | None]:
+        """({tid: BpfThread}, every tid in sw_threads, {(tid, pid, state, waker_pid, waker_tid):
+        (ns, count)}), cumulative; the third None when ``waits`` is False (sw_waits not read).
+        The first leaves out the threads of ``known`` that have not exited: of a live thread whose
+        birth is known nothing is used (its counters are the probe's baselines, not a reading),
+        and building an entry for each of 512 live threads was ~1.5 ms a drain."""
         mono_to_unix = time.time() - time.monotonic()  # bpf_ktime_get_ns is CLOCK_MONOTONIC
-        threads = {}
+        threads, held = {}, set()
         for tid, v in snapshot(self.threads, plain=True):
+            held.add(tid)
+            exit_ts = v.exit_ts
+            if not exit_ts and tid in known:
+                continue
             threads[tid] = BpfThread(
                 tid=tid, pid=v.tgid, born=v.born_ts / 1e9 + mono_to_unix if v.born_ts else None,
-                exited=v.exit_ts / 1e9 + mono_to_unix if v.exit_ts else None,
+                exited=exit_ts / 1e9 + mono_to_unix if exit_ts else None,
                 on_cpu_ns=v.on_ns, runq_ns=v.runq_ns, comm=v.comm.decode("utf-8", "replace"))
         if not waits:
-            return threads, None
-        return threads, {(k.tid, k.tgid, k.state, k.waker_tgid, k.waker_tid): (v.ns, v.count)
-                         for k, v in snapshot(self.waits)}
+            return threads, held, None
+        return threads, held, {(k.tid, k.tgid, k.state, k.waker_tgid, k.waker_tid): (v.ns, v.count)
+                               for k, v in snapshot(self.waits)}
 
     def forget(self, tids: set[int], wait_keys) -> None:
         """Delete the entries of exited threads ``tids`` and their ``wait_keys``."""
@@ -180,18 +190,20 @@ class ThreadRecorder:
         self.prev_t1: float | None = None  # the end of the last interval
         self._written: dict[int, tuple] = {}  # tid -> the threads row last given of a live thread
         self._pending: list[tuple] = []  # rows for the next interval (threads that ended in a pause)
+        self._raw_names: dict[int, bytes] = {}  # tid -> its name as the task iterator last gave it
 
     def interval(self, t0: float, t1: float, workload: set[int],
                  thread_stats: dict[int, dict[int, tuple[int, int]]],
-                 read_waits: bool = True) -> tuple[dict[str, list], list[tuple]]:
+                 read_waits: bool = True, known: TaskReading | None = None) -> tuple[dict[str, list], list[tuple]]:
         """({"thread_time": rows, "thread_wait": rows, "lost": rows}, threads rows (tid, pid, comm,
-        first_seen, last_seen)) for [t0, t1]. ``thread_stats``: ProcessSample.thread_stats.
+        first_seen, last_seen)) for [t0, t1]. ``thread_stats``: ProcessSample.thread_stats;
+        ``known``: ProcessSample.threads, whose names and births then replace /proc's.
         A threads row is given only when something in it changed (``_thread_rows``).
         ``read_waits`` False: the waits cannot have changed since the last reading (the wake-up
         program was detached before it: WaitDuty.measures), so sw_waits is not read (beside 4 x
         128 threads a main thread had ~550 (waker, state) entries, ~2 ms a drain to read and
         compare) and thread_wait is empty."""
-        bpf_threads, waits = self.maps.snapshot(read_waits) if self.maps else ({}, {})
+        bpf_threads, held, waits = self.maps.snapshot(read_waits, self.born.keys()) if self.maps else ({}, set(), {})
         if waits is None:
             waits = self.prev_waits
         alive = {tid: st for pid, stats in thread_stats.items() if pid in workload for tid, st in stats.items()}
@@ -199,10 +211,16 @@ class ThreadRecorder:
             for tid in stats:
                 self.pid_of[tid] = pid
         boot_unix = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
+        mono_unix = time.time() - time.monotonic()
         for tid in alive:
             if tid not in self.born:
                 b = bpf_threads.get(tid)
-                t = b.born if b is not None and b.born else proc_start_time(self.pid_of[tid], tid, boot_unix)
+                if b is not None and b.born:
+                    t = b.born
+                elif known is not None and tid in known.born_ns:
+                    t = known.born_ns[tid] / 1e9 + mono_unix
+                else:
+                    t = proc_start_time(self.pid_of[tid], tid, boot_unix)
                 if t is not None:
                     self.born[tid] = t
         if self.started is not None:
@@ -217,7 +235,7 @@ class ThreadRecorder:
         vanished = [tid for tid in self.prev_alive if tid not in alive and tid not in gone
                     and (tid not in bpf_threads or bpf_threads[tid].exited is None)]
         lost = len(vanished)
-        threads = self._thread_rows(t1, alive, gone, bpf_threads, vanished)
+        threads = self._thread_rows(t1, alive, gone, bpf_threads, vanished, known.names if known else None)
         tables = {"thread_time": rows,
                   "thread_wait": wait_rows(waits, self.prev_waits, workload) if read_waits else [],
                   "lost": [("thread_exit_unaccounted", lost)] if lost else []}
@@ -225,7 +243,7 @@ class ThreadRecorder:
         self.prev_alive = alive
         self.prev_t1 = t1
         self.last_reading.update(alive)
-        self._forget(alive, bpf_threads, finished, waits)
+        self._forget(alive, held, finished, waits)
         return tables, threads
 
     def rebaseline(self, workload: set[int], thread_stats: dict[int, dict[int, tuple[int, int]]]) -> None:
@@ -254,13 +272,15 @@ class ThreadRecorder:
             gone[tid] = (max(0, b.on_cpu_ns - base_on), max(0, b.runq_ns - base_runq), b.born, b.exited)
         return gone, finished
 
-    def _thread_rows(self, t1, alive, gone, bpf_threads, vanished) -> list[tuple]:
+    def _thread_rows(self, t1, alive, gone, bpf_threads, vanished, names=None) -> list[tuple]:
         """The threads rows that changed: a live thread's when it is first seen or its pid, name or
         exit (a zombie leader's) changed, with last_seen None (alive: RecordingWriter.close writes
         the last interval's end into it, the reader that end where the recorder was killed); one
         that exited with its exit time; one that left /proc unseen by the probe (``vanished``) with
         the end of the last interval that saw it. (Every live thread's row was upserted every
-        interval until 2026-12-07: 512 rows a second beside 4 x 128 threads, for a last_seen.)"""
+        interval until 2026-12-07: 512 rows a second beside 4 x 128 threads, for a last_seen.)
+        A name comes from ``names`` (the task iterator's: {tid: comm bytes}) when given, else from
+        /proc at first sight and every COMM_REFRESH intervals."""
         rows, self._pending = self._pending, []
         self.count += 1
         refresh = self.count % COMM_REFRESH == 1
@@ -269,10 +289,9 @@ class ThreadRecorder:
             pid = self.pid_of[tid]
             b = bpf_threads.get(tid)
             before = written.get(tid)
-            if not refresh and before is not None and before[1] == pid and (b is None or not b.exited):
+            renamed = self._name(pid, tid, b, names, refresh)
+            if not renamed and before is not None and before[1] == pid and (b is None or not b.exited):
                 continue  # nothing that its row holds can have changed
-            if refresh or tid not in self.comms:
-                self.comms[tid] = thread_comm(pid, tid) or (b.comm if b else "")
             last = min(t1, b.exited) if b is not None and b.exited else None
             first = self.born.get(tid) or (before[3] if before else t1)  # unknown birth: first sight
             row = (tid, pid, self.comms[tid], first, last)
@@ -286,6 +305,20 @@ class ThreadRecorder:
             rows.append((tid, b.pid, b.comm, self.born.get(tid, b.born or b.exited), b.exited))
         return rows + self._ended_rows(vanished)
 
+    def _name(self, pid: int, tid: int, b: BpfThread | None, names, refresh: bool) -> bool:
+        """Bring ``tid``'s name in ``comms`` up to date; whether it may have changed."""
+        raw = names.get(tid) if names is not None else None
+        if raw is not None:
+            if raw == self._raw_names.get(tid):
+                return False
+            self._raw_names[tid] = raw
+            self.comms[tid] = raw.decode("utf-8", "replace")
+            return True
+        if refresh or tid not in self.comms:
+            self.comms[tid] = thread_comm(pid, tid) or (b.comm if b else "")
+            return True
+        return False
+
     def _ended_rows(self, tids) -> list[tuple]:
         """Rows of threads that left /proc with no exit recorded: last seen at the end of the
         last interval (``prev_t1``)."""
@@ -296,10 +329,10 @@ class ThreadRecorder:
                 rows.append((*row[:4], self.prev_t1 if row[4] is None else row[4]))
         return rows
 
-    def _forget(self, alive, bpf_threads, finished: set[int], waits) -> None:
+    def _forget(self, alive, held: set[int], finished: set[int], waits) -> None:
         """Drop what is kept about threads that are accounted for the last time."""
-        keep = alive.keys() | (bpf_threads.keys() - finished)
-        held = (self.born, self.pid_of, self.comms, self.last_reading, self._written)
+        keep = alive.keys() | (held - finished)
+        held = (self.born, self.pid_of, self.comms, self.last_reading, self._written, self._raw_names)
         # Set operations, not a Python loop over every thread of every dict: 0.7 ms a drain
         # beside 4 x 128 threads, where hardly a thread ends.
         for tid in set().union(*held) - keep:

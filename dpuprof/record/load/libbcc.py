@@ -43,6 +43,8 @@ SIGNATURES = {
     # attachments (libbpf.h)
     "bpf_attach_tracepoint": (_i, [_i, _s, _s]),
     "bpf_attach_raw_tracepoint": (_i, [_i, _s]),
+    "bcc_iter_attach": (_i, [_i, _p, _u32]),  # (prog fd, union bpf_iter_link_info *, its size): a link fd
+    "bcc_iter_create": (_i, [_i]),  # (link fd): an iterator's fd, read to run the program
     "bpf_attach_perf_event": (_i, [_i, _u32, _u32, _u64, _u64, _i, _i, _i]),
     "bpf_close_perf_event_fd": (_i, [_i]),
     "bpf_attach_uprobe": (_i, [_i, _i, _s, _s, _u64, _i, _u32]),

@@ -49,6 +49,7 @@ class LoadedProbes:
         self.perf_events: dict[str, list[int]] = {}  # function -> its perf event on each online CPU
         self.links: dict[tuple, int] = {}  # (path, offset, ret, function) -> uprobe-multi link fd
         self.uprobe_events: dict[int, bytes] = {}  # perf-event uprobe fd -> its event name
+        self.iter_links: dict[str, int] = {}  # iterator function -> its link fd (``read_iter``)
         self._uprobe_names = itertools.count()  # each perf-event uprobe's name is new
         self._fd_map = fd_map  # the compile child's map fds (in the bytecode) -> these maps' fds
         self._owned = owned  # the maps' and programs' fds, closed last
@@ -86,6 +87,25 @@ class LoadedProbes:
                                                                                       event.encode()),
                                                       f"raw tracepoint {event}"), event, fn)
 
+    def attach_iter(self, fn: str) -> None:
+        """Iterator function ``fn`` (bcc's BPF_ITER) on a link, for ``read_iter``."""
+        self.iter_links[fn] = _checked(lib().bcc_iter_attach(self.programs[fn], None, 0), f"iterator {fn}")
+
+    def read_iter(self, fn: str) -> bytes:
+        """What one run of iterator ``fn`` writes (its program runs once per object, here, in
+        the read). OSError when the kernel refuses a read."""
+        fd = lib().bcc_iter_create(self.iter_links[fn])
+        if fd < 0:
+            err = ct.get_errno()
+            raise OSError(err, f"cannot read iterator {fn}: {os.strerror(err)}")
+        try:
+            parts = []
+            while chunk := os.read(fd, 1 << 16):
+                parts.append(chunk)
+            return b"".join(parts)
+        finally:
+            os.close(fd)
+
     def attach_perf_event(self, fn: str, ev_type: int, ev_config: int, sample_freq: int, pid: int = -1) -> None:
         """Function ``fn`` on a perf event of ``ev_type``/``ev_config`` on every online CPU,
         sampling at ``sample_freq`` Hz (the cpu-clock sampler); of process ``pid`` only, or all."""
@@ -120,13 +140,14 @@ class LoadedProbes:
     def close(self) -> None:
         """Detach everything and close every fd (idempotent). The attachments are closed from
         parallel threads first (attach.close_in_parallel: each waits for grace periods)."""
-        closes = [lambda fd=fd: os.close(fd) for fd in [*self.links.values(),
+        closes = [lambda fd=fd: os.close(fd) for fd in [*self.links.values(), *self.iter_links.values(),
                                                        *(a.fd for a in self.raw_tracepoints.values())]]
         closes += [lambda fd=fd: lib().bpf_close_perf_event_fd(fd)
                    for fd in [*(a.fd for a in self.tracepoints.values()), *self.uprobe_events,
                               *(fd for fds in self.perf_events.values() for fd in fds)]]
         names = list(self.uprobe_events.values())
         self.links, self.raw_tracepoints, self.tracepoints, self.uprobe_events, self.perf_events = {}, {}, {}, {}, {}
+        self.iter_links = {}
         attach.close_in_parallel(closes)
         for name in names:
             lib().bpf_detach_uprobe(name)

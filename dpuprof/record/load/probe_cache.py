@@ -40,6 +40,7 @@ from dpuprof.record.load.loaded import LoadedProbes
 ENV = "DPUPROF_PROBE_CACHE"
 FORMAT = 2  # 2 (2026-12-05): every load is from an entry; ``bpf``, ``used``, ``unavailable`` in it
 KEEP = 16
+ITER_PREFIX = "bpf_iter__"  # bcc's BPF_ITER(target) function: an iterator, attached at the load
 _LOADER_MODULES = ("probes.py", "compile_child.py", "probe_cache.py", "loaded.py", "bpfmap.py", "libbcc.py",
                    "bytecode.py", "attach.py", "uprobe_link.py", "btf.py")
 
@@ -140,6 +141,9 @@ def load(entry: dict) -> LoadedProbes:
             loaded.attach_tracepoint(key, event, fn)
         for key, event, fn in entry["raw_tracepoints"]:
             loaded.attach_raw_tracepoint(key, event, fn)
+        for fn in loaded.programs:
+            if fn.startswith(ITER_PREFIX):
+                loaded.attach_iter(fn)
         return loaded
     except BaseException:
         if loaded is not None:

@@ -110,6 +110,16 @@ PROBES = (
           raw=RawVariant("UP_TASK_CLOCK", (("UP_RUNTIME_OFF", "task_struct", "se.sum_exec_runtime", 8),
                                            ("UP_EXEC_START_OFF", "task_struct", "se.exec_start", 8),
                                            ("UP_PID_OFF", "task_struct", "pid", 4)))),
+    # Every thread's schedstat counters, birth and name in one read of a task iterator
+    # (record/drain/tasks.py): no hook; offsets from BTF, so without it the probe is unavailable
+    # and the recorder reads /proc.
+    Probe("thread_stats", "thread_stats.bpf.c",
+          raw=RawVariant("THREAD_STATS_BTF",
+                         (("TS_PID_OFF", "task_struct", "pid", 4), ("TS_TGID_OFF", "task_struct", "tgid", 4),
+                          ("TS_RUNTIME_OFF", "task_struct", "se.sum_exec_runtime", 8),
+                          ("TS_DELAY_OFF", "task_struct", "sched_info.run_delay", 8),
+                          ("TS_START_OFF", "task_struct", "start_time", 8),
+                          ("TS_COMM_OFF", "task_struct", "comm", 16)))),
     # Waits measured at each wake-up from the wakee's own counters (probes/sched_wait.bpf.c): no
     # program on sched_switch; the task fields' offsets come from BTF, so there is no classic
     # tracepoint version.
@@ -149,7 +159,7 @@ DEFAULT_PROBES = tuple(n for n in PROBE_NAMES if n not in PER_EVENT)
 # default frequency, drained a fifth as often (the recorder's work is mostly per drain), without the
 # per-thread waits (sched_wait: a program on every wake-up and interrupt edge, and a row per thread
 # per interval) or uprobes; for long and always-on recordings.
-LIGHT_PROBES = ("proc_tree", "cpu_sample", "sock_close")
+LIGHT_PROBES = ("proc_tree", "cpu_sample", "sock_close", "thread_stats")
 LIGHT_FREQ_HZ = 19
 LIGHT_INTERVAL_S = 5.0
 
