@@ -98,7 +98,7 @@ Examples:
                    "just after their exec.")
 @click.option("--probes", default="default", show_default=True,
               help="Comma-separated probes (proc_tree, cpu_sample, softirq, block_io, net_dev, sock_io, "
-                   "sock_close, sched_wait, uprobes), 'default' (all but the per-packet, per-request, per-softirq and "
+                   "sock_close, sched_wait, uprobes, thread_stats), 'default' (all but the per-packet, per-request, per-softirq and "
                    "per-socket-call programs net_dev, block_io, softirq and sock_io: bytes, packets and "
                    "I/Os are then read from the kernel's counters, /proc and sock_diag; 'default,sock_io' "
                    "adds one), 'all', or 'psutil' for a light mode without root or eBPF.")
