@@ -17,22 +17,23 @@ from dpuprof.record.workload.child import KILL_AFTER_S, TERM_AFTER_S, block_sign
 OVERHEAD = """\
 OVERHEAD: measured on 2026-12-07 (benchmarks/HOT_LOADS.md: a 2-core AMD EPYC VM, Linux 6.18,
 15-s runs, medians of 3 rounds, side by side with perf record -a -g -F 99). The default probes at
--F 99, BPF programs and recorder together: 1.38 % of the workload's CPU under an iperf3 loopback
-flood (perf: 0.45 %), 2.19 % beside 4 x 128 threads that hash and sleep (perf: 0.47 %), 1.41 % of
-the machine's busy CPU under fio 4 KiB random reads at 200,853 IOPS (perf: 0.40 %). The largest
-part is the recorder's own reading of /proc and the maps every second: 0.210, 0.530 and 0.260 s
-of CPU in 15 s. The sampler's program costs 8777 ns a sample beside 2 x 8 threads (CPUs mostly
-idle: an idle CPU's stacks are not walked) to 19303 ns under fio (its stack walks).
+-F 99, BPF programs and recorder together: 1.28 % of the workload's CPU under an iperf3 loopback
+flood (perf: 0.37 %), 1.56 % beside 4 x 128 threads that hash and sleep (perf: 0.30 %), 1.16 % of
+the machine's busy CPU under fio 4 KiB random reads at 245,489 IOPS (perf: 0.28 %). The largest
+part is the recorder's own reading of the maps and counters every second: 0.200, 0.360 and
+0.210 s of CPU in 15 s (every thread's counters come from one read of a task iterator). The
+sampler's program costs 6537 ns a sample beside 2 x 8 threads (CPUs mostly idle: an idle CPU's
+stacks are not walked) to 16516 ns under fio (its stack walks).
 sched_waking, run at every wake-up on the host to measure main threads' waits, is attached one
-second in four (--wait-duty 1s/4s): 0.30 % of a core on iperf3 (452 ns x 6,620/s averaged over
-the run) and 0.32 % under fio (86 ns x 37,254/s); --wait-duty always runs it throughout
-(benchmarks/WAIT_DUTY.md). --light (no sched_wait or uprobes, -F 19, 5-s drains): 0.51 %,
-0.66 % and 0.37 %. Bytes, packets and I/Os come from the
+second in four (--wait-duty 1s/4s): 0.32 % of a core on iperf3 (420 ns x 7,598/s averaged over
+the run) and 0.35 % under fio (78 ns x 44,571/s); --wait-duty always runs it throughout
+(benchmarks/WAIT_DUTY.md). --light (no sched_wait or uprobes, -F 19, 5-s drains): 0.35 %,
+0.52 % and 0.29 %. Bytes, packets and I/Os come from the
 kernel's counters (/proc; sock_diag for TCP bytes per process), with no program per packet,
-request or socket call: 1.0021 of iperf3's bytes and all of fio's I/Os counted. The kernel's BPF
+request or socket call: 1.002 of iperf3's bytes and all of fio's I/Os counted. The kernel's BPF
 run-time statistics, which add about 100 ns to every program run, are on for one interval in 10
 only (these runs had them on throughout). --probes all adds the per-event programs (net_dev,
-block_io, softirq, sock_io). The recording grows 0.316 (iperf3) to 0.952 (512 threads) MB a
+block_io, softirq, sock_io). The recording grows 0.305 (iperf3) to 0.816 (512 threads) MB a
 minute; fewer --probes load fewer programs.
 """
 

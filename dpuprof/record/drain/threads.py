@@ -332,11 +332,11 @@ class ThreadRecorder:
     def _forget(self, alive, held: set[int], finished: set[int], waits) -> None:
         """Drop what is kept about threads that are accounted for the last time."""
         keep = alive.keys() | (held - finished)
-        held = (self.born, self.pid_of, self.comms, self.last_reading, self._written, self._raw_names)
+        per_thread = (self.born, self.pid_of, self.comms, self.last_reading, self._written, self._raw_names)
         # Set operations, not a Python loop over every thread of every dict: 0.7 ms a drain
         # beside 4 x 128 threads, where hardly a thread ends.
-        for tid in set().union(*held) - keep:
-            for known in held:
+        for tid in set().union(*per_thread) - keep:
+            for known in per_thread:
                 known.pop(tid, None)
         if self.maps is not None and finished:
             # A wait entry ends with its thread, and also with its waker: a main thread that
