@@ -329,7 +329,10 @@ class Recorder:
             left = deadline - time.time()
             if left <= 0:
                 return
-            info = signal.sigtimedwait(list(childmod.HANDLED), min(left, 0.5))
+            # Our command's SIGCHLD (pending until taken: never missed) ends the wait; an attached
+            # job sends none and an escalation has deadlines: poll those (once every 0.5 s was all).
+            poll_s = 0.5 if isinstance(child, Watched) or child.stop_requested_at is not None else left
+            info = signal.sigtimedwait(list(childmod.HANDLED), min(left, poll_s))
             if info is None or info.si_signo == signal.SIGCHLD:
                 continue
             now = time.time()
