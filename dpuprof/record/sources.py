@@ -42,7 +42,6 @@ from dpuprof.record.drain.samples import SampleDrainer
 from dpuprof.record.drain.threads import SchedWaitMaps
 from dpuprof.record.drain.tree import TreeDrainer
 from dpuprof.record.drain import tasks, uprobes, waitduty
-from dpuprof.record.drain.tasks import TaskIterator
 from dpuprof.record.load import attach
 from dpuprof.record.load import probes as probemod
 from dpuprof.record.load.bcc_loader import import_bcc
@@ -337,10 +336,10 @@ class BpfSource:
     def sched_wait_maps(self):
         return SchedWaitMaps(self.bpf) if "sched_wait" in self.used else None
 
-    def task_iterator(self) -> TaskIterator | None:
+    def task_iterator(self) -> tasks.TaskIterator | None:
         if "thread_stats" not in self.used or tasks.ITER_FUNC not in self.bpf.iter_links:
             return None
-        return TaskIterator(functools.partial(self.bpf.read_iter, tasks.ITER_FUNC))
+        return tasks.TaskIterator(functools.partial(self.bpf.read_iter, tasks.ITER_FUNC))
 
     def wait_duty(self, on: int, period: int):
         if "sched_wait" not in self.used or waitduty.HOT not in self.bpf.raw_tracepoints:

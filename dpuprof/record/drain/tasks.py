@@ -30,7 +30,8 @@ def parse(raw: bytes, tgids) -> TaskReading:
     """The records of ``raw`` (what the iterator wrote) whose tgid is in ``tgids``."""
     stats: dict[int, dict[int, tuple[int, int]]] = {}
     names, born = {}, {}
-    for tid, tgid, on, runq, start, comm in RECORD.iter_unpack(raw[:len(raw) - len(raw) % RECORD.size]):
+    whole = memoryview(raw)[:len(raw) - len(raw) % RECORD.size]  # a view: no copy of the read
+    for tid, tgid, on, runq, start, comm in RECORD.iter_unpack(whole):
         if tgid in tgids:
             stats.setdefault(tgid, {})[tid] = (on, runq)
             names[tid] = comm.rstrip(b"\0")

@@ -213,9 +213,9 @@ def _entry(bpf, perf_event_funcs) -> dict | None:
 
 def _preload(bpf, perf_event_funcs) -> tuple[dict[str, str], str | None, dict[str, str]]:
     """Load every function ``bpf`` has not loaded: those of ``perf_event_funcs`` as perf_event
-    programs, iterators (probe_cache.ITER_PREFIX) as tracing programs; of the rest (uprobe functions), the first as a uprobe-multi copy, to learn whether
-    the kernel takes those (record/load/uprobe_link.py; the recorder loads its own copies from the
-    bytecode). Returns ({function: why it failed to load}, why uprobe-multi programs are refused,
+    programs, iterators (probe_cache.ITER_PREFIX) as tracing programs; of the rest (uprobe
+    functions), the first as a uprobe-multi copy, to learn whether the kernel takes those
+    (record/load/uprobe_link.py; the recorder loads its own copies from the bytecode). Returns ({function: why it failed to load}, why uprobe-multi programs are refused,
     {uprobe function: its bytecode, base64}): a kprobe-type copy of a uprobe function is needed
     only where a link is refused, and is then loaded by the parent from that bytecode
     (``LoadedProbes.program``)."""
@@ -230,7 +230,7 @@ def _preload(bpf, perf_event_funcs) -> tuple[dict[str, str], str | None, dict[st
         if name in bpf.funcs:
             continue
         iterator = name.decode("latin-1").startswith(probe_cache.ITER_PREFIX)  # BPF_ITER: tracing
-        if name.decode() in perf_event_funcs or iterator:
+        if iterator or name.decode() in perf_event_funcs:
             try:
                 bpf.load_func(name, BPF.TRACING if iterator else BPF.PERF_EVENT)
             except Exception as err:  # bcc raises a bare Exception
