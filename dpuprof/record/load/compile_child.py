@@ -215,8 +215,9 @@ def _preload(bpf, perf_event_funcs) -> tuple[dict[str, str], str | None, dict[st
     """Load every function ``bpf`` has not loaded: those of ``perf_event_funcs`` as perf_event
     programs, iterators (probe_cache.ITER_PREFIX) as tracing programs; of the rest (uprobe
     functions), the first as a uprobe-multi copy, to learn whether the kernel takes those
-    (record/load/uprobe_link.py; the recorder loads its own copies from the bytecode). Returns ({function: why it failed to load}, why uprobe-multi programs are refused,
-    {uprobe function: its bytecode, base64}): a kprobe-type copy of a uprobe function is needed
+    (record/load/uprobe_link.py; the recorder loads its own copies from the bytecode). Returns
+    ({function: why it failed to load}, why uprobe-multi programs are refused, {uprobe function:
+    its bytecode, base64}): a kprobe-type copy of a uprobe function is needed
     only where a link is refused, and is then loaded by the parent from that bytecode
     (``LoadedProbes.program``)."""
     from bcc import BPF
