@@ -15,6 +15,7 @@ import pytest
 from dpuprof.agent.jobs import NO_JOB, Job, JobLabels
 from dpuprof.agent.rotate import RotatingWriter
 from dpuprof.record.drain.mapio import exited_entries
+from dpuprof.record.drain import samples
 from dpuprof.record.drain.samples import SampleDrainer, process_comms
 from dpuprof.record.drain.telemetry import ProcessTelemetry
 from dpuprof.record.lru import Lru
@@ -58,6 +59,18 @@ def _drainer(max_stacks: int) -> SampleDrainer:
     bpf = {name: _Map() for name in ("py_ranges", "counts", "stacks0", "stacks1", "spill0", "spill1", "idle_ips",
                                      "active")}
     return SampleDrainer(bpf, symbolizer=None, classifier=Classifier(), max_stacks=max_stacks)
+
+
+def test_each_buffers_stack_maps_are_walked_every_clear_walk_every_drains(monkeypatch):
+    d = _drainer(max_stacks=2)
+    walked = []
+    monkeypatch.setattr(samples, "clear_stack_map", lambda table: walked.append(table) or 0)
+    monkeypatch.setattr(samples, "delete_stack_ids", lambda table, ids: 0)
+    d._clear(0)  # prime: the buffer not written
+    for i in range(2 * samples.CLEAR_WALK_EVERY):
+        d._clear(1 - i % 2, entries=[])  # the drains alternate buffers, starting with 1
+    times = [sum(t is table for t in walked) for table in d.stacks]
+    assert times == [3, 2], times  # buffer 0: prime's walk too
 
 
 def test_a_process_is_named_by_its_main_threads_most_sampled_name():

@@ -33,9 +33,11 @@ _FLIP_SETTLE_S = 0.002  # lets a sample already past the `active` read finish on
 # sampled again later is interned anew under a new id (a file may then hold the same folded stack
 # under two ids: every reader sums samples by folded stack, not by id).
 MAX_STACKS = 4096
-# A drain deletes the stack ids its samples refer to; every this many drains it walks the map's
-# keys instead, so a stack no sample refers to (its count lost: counts map full) is freed too.
-# The walk costs two syscalls per stored stack, the delete by id one.
+# A drain deletes the stack ids its samples refer to; every this many drains, at each buffer in
+# turn, it walks the map's keys instead, so a stack no sample refers to (its count lost: counts map
+# full) is freed too. The walk costs two syscalls per stored stack, the delete by id one. (Until
+# 2026-12-07 the walk fell on every 16th drain, which is always the same buffer's, as the drains
+# alternate buffers: buffer 0 was walked only by prime.)
 CLEAR_WALK_EVERY = 16
 
 
@@ -160,9 +162,10 @@ class SampleDrainer:
 
     def _clear(self, buf: int, entries=None) -> None:
         """Empty buffer ``buf``'s stack maps: delete the ids of ``entries`` (the drained keys), or
-        walk the maps' keys (``entries`` None, and every CLEAR_WALK_EVERY drains)."""
+        walk the maps' keys (``entries`` None, and every CLEAR_WALK_EVERY drains for each buffer:
+        two drains in a row, one of each buffer)."""
         self.drains += 1
-        if entries is None or self.drains % CLEAR_WALK_EVERY == 0:
+        if entries is None or self.drains % CLEAR_WALK_EVERY in (0, 1):
             self.cleared = clear_stack_map(self.stacks[buf]) + clear_stack_map(self.spills[buf])
             return
         ids = {i for k, _ in entries for i in (k.kstack, k.ustack) if i >= 0}
