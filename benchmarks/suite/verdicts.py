@@ -1,4 +1,5 @@
-"""The verdicts: each target of RESULTS.md (issue 11's "Build" list) judged from results.json's
+"""The verdicts: each target of RESULTS.md (issue 11's "Build" list; the cost and start-up goals are
+issue 32's, which lowered issue 11's 1 %, 2 % and 1.5 s) judged from results.json's
 measurements, with what was measured, what perf measured, and (for a missed or unresolved target)
 why, from diagnosis.py. A --quick run judges no timings and no long-run target; a measure that
 results.json lacks (an older run) is "not measured in this run"."""
@@ -16,11 +17,11 @@ TARGETS = {
     "recursion_miss_pct": 0.1,   # events a probe skipped under recursion protection, % of its events
     "accuracy_ratio": 0.10,      # category seconds within +-10 % of ground truth
     "accuracy_pp": 5.0,          # shares within 5 percentage points of perf
-    "cost_ddp_machine_pct": 1.0,     # BPF + recorder CPU, % of the machine, DDP training
-    "cost_iperf3_workload_pct": 2.0,  # BPF + recorder CPU, % of the workload's own CPU, iperf3 flood
+    "cost_ddp_machine_pct": 0.5,     # BPF + recorder CPU, % of the machine, DDP training
+    "cost_iperf3_workload_pct": 1.0,  # BPF + recorder CPU, % of the workload's own CPU, iperf3 flood
     "size_ratio": 20.0,          # perf.data / recording, same run
     "rss_mb": 100.0,             # recorder peak RSS over 10 minutes
-    "startup_s": 1.5,            # record -> child's exec
+    "startup_s": 1.0,            # record -> child's exec
 }
 LONG_RUN_MIN = 9.5  # the long-run targets are on a 10-minute run (its wall time, a little over 600 s)
 TIMED = ("cost_ddp", "cost_iperf3", "startup_s", "report_time", "rss_mb")
