@@ -185,7 +185,7 @@ def test_probe_cost_counts_only_in_its_windows(monkeypatch):
     readings = [{"a": (0, 0)}, {"a": (0, 0)}, {"a": (10, 100)}, {"a": (12, 140)}, {"a": (20, 300)}]
     enabled, closed = [], []
     monkeypatch.setattr("dpuprof.record.drain.cost.os.close", closed.append)
-    cost = ProbeCost(None, stats=lambda bpf: readings.pop(0), enable=lambda: (enabled.append(1) or 7, None),
+    cost = ProbeCost(None, stats=lambda bpf, infos=None: readings.pop(0), enable=lambda: (enabled.append(1) or 7, None),
                      sysctl=lambda: False, every=2)
     cost.drain()  # prime (construction read one: is there run_time_ns at all)
     cost.window(0)
@@ -211,7 +211,7 @@ def test_probe_cost_rows_are_deltas_and_close_releases_the_fd(monkeypatch):
     readings = [{"a": (1, 1)}, {"a": (10, 100)}, {"a": (15, 180), "b": (2, 40)}, {"a": (15, 180), "b": (2, 40)}]
     closed = []
     monkeypatch.setattr("dpuprof.record.drain.cost.os.close", closed.append)
-    cost = ProbeCost(None, stats=lambda bpf: readings.pop(0), enable=lambda: (77, None), sysctl=lambda: False)
+    cost = ProbeCost(None, stats=lambda bpf, infos=None: readings.pop(0), enable=lambda: (77, None), sysctl=lambda: False)
     assert cost.drain() == [("a", 10, 100)]  # since load (prime() takes and drops this one)
     assert cost.drain() == [("a", 5, 80), ("b", 2, 40)]
     assert cost.drain() == []
@@ -225,13 +225,13 @@ EINVAL = "BPF_ENABLE_STATS failed (Invalid argument)"
 
 @pytest.mark.parametrize("sysctl,status", [(True, MEASURED), (False, f"unavailable: {EINVAL}")])
 def test_probe_cost_falls_back_to_the_sysctl(sysctl, status):
-    cost = ProbeCost(None, stats=lambda bpf: {"a": (1, 2)}, enable=lambda: (None, EINVAL), sysctl=lambda: sysctl)
+    cost = ProbeCost(None, stats=lambda bpf, infos=None: {"a": (1, 2)}, enable=lambda: (None, EINVAL), sysctl=lambda: sysctl)
     assert cost.status == status
     assert (cost.drain() == []) == (status != MEASURED)
 
 
 def test_probe_cost_unavailable_on_old_kernels():
-    cost = ProbeCost(None, stats=lambda bpf: None, enable=lambda: (5, None), sysctl=lambda: False)
+    cost = ProbeCost(None, stats=lambda bpf, infos=None: None, enable=lambda: (5, None), sysctl=lambda: False)
     assert cost.status.startswith("unavailable: bpf_prog_info has no run_time_ns") and cost.drain() == []
 
 

@@ -38,6 +38,7 @@ from dpuprof.record.drain.maps import (
     SockDrainer,
     SoftirqDrainer,
 )
+from dpuprof.record.drain.progstats import prog_infos
 from dpuprof.record.drain.samples import SampleDrainer
 from dpuprof.record.drain.threads import SchedWaitMaps
 from dpuprof.record.drain.tree import TreeDrainer
@@ -384,8 +385,9 @@ class BpfSource:
         if self.sock_close:
             out.closed_sockets = self.sock_close.drain()
             out.sockets_opened = self.sock_close.opened
-        t["lost"] = self.lost.drain()
-        t["probe_cost"] = self.cost.drain()
+        infos = prog_infos(self.bpf)  # one read of every program's info for both
+        t["lost"] = self.lost.drain(infos)
+        t["probe_cost"] = self.cost.drain(infos)
         self.cost.window(self.drains + 1)
         if self.uprobes:  # collectives, codec_calls, markers, lost
             # The live processes read this interval: the libraries are the processes' (threads

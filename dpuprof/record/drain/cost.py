@@ -25,7 +25,7 @@ from __future__ import annotations
 import ctypes as ct
 import os
 
-from dpuprof.record.drain.progstats import run_stats
+from dpuprof.record.drain.progstats import READ, run_stats
 
 NR_BPF_X86_64 = 321  # __NR_bpf on x86-64 (arch/x86/entry/syscalls/syscall_64.tbl)
 BPF_ENABLE_STATS = 32  # enum bpf_cmd, include/uapi/linux/bpf.h
@@ -94,10 +94,11 @@ class ProbeCost:
         else:
             self.close()
 
-    def drain(self) -> list[tuple]:
+    def drain(self, infos=READ) -> list[tuple]:
+        """The rows since the last call; ``infos``: the programs' progstats.prog_infos, when read."""
         if self.status != MEASURED:
             return []
-        now = self.stats(self.bpf) or {}
+        now = self.stats(self.bpf, infos) or {}
         if not self.counting:  # outside a window: what moved (another's statistics) is not ours
             self.prev = now
             return []

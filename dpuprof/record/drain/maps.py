@@ -10,7 +10,7 @@ import ctypes as ct
 from collections import defaultdict
 
 from dpuprof.record.drain.mapio import delete_keys, prune_exited, snapshot
-from dpuprof.record.drain.progstats import recursion_misses
+from dpuprof.record.drain.progstats import READ, recursion_misses
 
 SOFTIRQ_NAMES = ("HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU")
 BLOCK_OPS = ("read", "write", "other")
@@ -186,12 +186,13 @@ class LostDrainer:
                 continue
         self.cum = Cumulative()
 
-    def drain(self) -> list[tuple]:
+    def drain(self, infos=READ) -> list[tuple]:
+        """The deltas since the last call; ``infos``: the programs' progstats.prog_infos, when read."""
         cur = {}
         for arr, kinds in self.arrays:
             for i, kind in enumerate(kinds):
                 cur[kind] = (int(arr[ct.c_int(i)].value),)
-        for prog, n in (recursion_misses(self.bpf) or {}).items():
+        for prog, n in (recursion_misses(self.bpf, infos) or {}).items():
             cur["missed_" + prog.rsplit("__", 1)[-1]] = (n,)
         return [(kind, n) for kind, (n,) in sorted(self.cum.deltas(cur).items())]
 
