@@ -122,19 +122,6 @@ def why_pp(bad: list[dict]) -> str:
     return " ".join(parts)
 
 
-PROBE_FIX = {
-    "softirq": "an entry/exit pair of raw-tracepoint programs per softirq: time only NET_RX/NET_TX/BLOCK, "
-               "or sample softirq time from the cpu_sample stacks (they already show net_rx_action)",
-    "net_dev": "a hash update per packet, keyed by the device name (raw tracepoints; a per-CPU hash "
-               "measured no cheaper): a per-CPU array indexed by ifindex, or opt-in",
-    "sock_io": "a hash update per send/recv call: a per-CPU array or an LRU hash keyed by tgid, updated "
-               "without the atomic adds, or opt-in",
-    "block_io": "two hash operations per IO (raw tracepoints, keyed by the request): count IOs per CPU "
-                "and time only a sample of them",
-    "cpu_sample,proc_tree": "the sched_switch program (exact per-process run time) fires on every "
-                            "context switch: read per-process CPU from /proc at each drain instead and keep "
-                            "sched_switch only for processes that exit within an interval",
-}
 
 
 
@@ -151,8 +138,9 @@ def why_cost(res: dict, wl: str) -> str:
                  f"own CPU and less the BPF time), the cost is {num(row['workload_pct'], 2, ' %')}. ")
     text += _probe_costs_text(ov)
     rec = est["recorder_core_pct"] if est else ov[wl]["conditions"]["dpuprof"].get("recorder_cpu_pct")
-    return text + (f"the recorder's own {num(rec, 1, ' %')} of a core goes to draining, symbolising and "
-                   f"writing every interval: a longer interval or less work per drain divides it.")
+    return text + (f"What would close it: the recorder's own {num(rec, 1, ' %')} of a core goes to draining, "
+                   f"symbolising and writing every interval (benchmarks/HOT_LOADS.md breaks it down): a longer "
+                   f"interval or less work per drain divides it.")
 
 
 def _cpu_cost_text(res: dict, wl: str, est: dict) -> str:
@@ -172,9 +160,10 @@ def _cpu_cost_text(res: dict, wl: str, est: dict) -> str:
 
 
 def _probe_costs_text(ov: dict) -> str:
-    """Each probe's BPF time over cpu_sample+proc_tree, largest first, and what would cut the two
-    largest; empty without per-probe rows."""
-    text = ""
+    """Each per-event probe's BPF time over cpu_sample+proc_tree, largest first; empty without
+    per-probe rows. Those probes are opt-in (issue 32: ``--probes ...,softirq`` and the like), so
+    their time is not in the default recorder's cost judged here; it tells a user what naming one
+    would add."""
     rows = (ov.get("bpf_cost") or {})
     parts, bases = [], []
     for w, conds in rows.items():
@@ -186,16 +175,12 @@ def _probe_costs_text(ov: dict) -> str:
                 parts.append((row["incremental_core_pct"], probe.rsplit(",", 1)[1], w))
             else:
                 bases.append((row["bpf"]["core_pct"], w))
-    if parts:
-        parts.sort(key=lambda x: -x[0])
-        text += ("BPF time per probe, on the workload whose events it handles, over the always-loaded "
-                 "cpu_sample+proc_tree (" + ", ".join(f"{num(c, 2, ' %')} of a core on {w}" for c, w in bases) + "): "
-                 + ", ".join(f"{p} +{num(c, 2, ' %')} ({w})" for c, p, w in parts) + ". What would close it: ")
-        fixes = [f"{p}: {PROBE_FIX[p]}" for c, p, _ in parts[:2] if p in PROBE_FIX and c > 0.2]
-        if bases and max(c for c, _ in bases) > 0.5:
-            fixes.append(f"cpu_sample+proc_tree: {PROBE_FIX['cpu_sample,proc_tree']}")
-        text += "; ".join(fixes) + ("; " if fixes else "")
-    return text
+    if not parts:
+        return ""
+    parts.sort(key=lambda x: -x[0])
+    return ("The per-event probes are opt-in and not in this cost; each adds, over cpu_sample+proc_tree ("
+            + ", ".join(f"{num(c, 2, ' %')} of a core on {w}" for c, w in bases) + "): "
+            + ", ".join(f"{p} +{num(c, 2, ' %')} ({w})" for c, p, w in parts) + ". ")
 
 
 def why_stack_loss(sl: dict, bad: list[str], target: float) -> str:

@@ -217,7 +217,7 @@ def startup_target(st: dict) -> dict:
     """Start-up, launch to the child's exec (median)."""
     return {
         "id": "startup_s", "name": "start-up: `dpuprof record` launched -> child exec",
-        "target": "≤ 1.5 s",
+        "target": f"≤ {TARGETS['startup_s']:g} s",
         "measured": f"{num(st['dpuprof']['median_s'], 2, ' s')} (max {num(st['dpuprof']['max_s'], 2, ' s')}; bare exec "
                     f"{num(1000 * st['bare']['median_s'], 1, ' ms')})",
         "perf": f"{num(st['perf']['median_s'], 2, ' s')}",
