@@ -69,13 +69,17 @@ def test_raw_tracepoints_count_every_io_as_the_classic_ones_do(tmp_path, loop_de
     assert _missed(raw) == {}
     # (b) Exactly what the workload did, on its own device: the raw version's dev, op and bytes
     # (read through BTF offsets) are the classic events' values. The classic version may miss
-    # completions, but it reports each miss.
+    # completions; it reports the misses the kernel counts (bpf_prog_active), and once in ~20
+    # full-suite runs (2026-12-06/07) it counted 255 of the 256 writes with none reported (the
+    # raw version in the same run: all 256), so up to 1 % more (the issue's bound on counts) may
+    # go unreported there. The classic hooks are the fallback for kernels without BTF.
     want = {"read": (READS * BS, READS), "write": (WRITES * BS, WRITES)}
     assert _counts(raw, dev) == want
     got, missed = _counts(classic, dev), sum(_missed(classic).values())
     print(f"raw {_counts(raw, dev)}; classic {got}, {missed} missed")
     for op, (nbytes, ios) in want.items():
-        assert ios - missed <= got[op][1] <= ios and got[op][0] == got[op][1] * BS, (op, got, missed)
+        unreported = max(1, ios // 100)
+        assert ios - missed - unreported <= got[op][1] <= ios and got[op][0] == got[op][1] * BS, (op, got, missed)
     # (c) Every IO issued and completed while recording is in the latency histogram. The host's
     # other IO makes small differences: an IO issued before the probes attached is counted without
     # a latency, and the recorder reads the counts and the histogram one after the other while
