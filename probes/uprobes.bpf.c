@@ -32,6 +32,11 @@
 //           BTF cpu_ns is 0 (unknown).
 // Overhead: a uprobe hit is a trap into the kernel (~1-3 us each, twice with its uretprobe), so
 //           only calls made at most thousands of times a second are probed (docs/uprobes.md).
+//           The programs' own run time beside examples/train_ddp.py (2 ranks, kernel.bpf_stats_enabled,
+//           14 s, 2026-12-07): on_allreduce 5.3-5.9 us and its return 3.2-3.8 us x ~85/s each,
+//           on_ddp_step 4.9-5.5 us x ~28/s, ~0.09 % of a core together. The marks buffer is opened
+//           without wake-ups (read at each drain): with one per mark, on_ddp_step took 21.9 us
+//           (the wake-up's irq_work is a self-IPI).
 #include <uapi/linux/ptrace.h>
 
 #define MARK_MAGIC (-1685091696)   // dpuprof.mark_step(): os.getpgid(MARK_MAGIC) fails with ESRCH

@@ -135,13 +135,16 @@ class PerfEventArray(BpfMap):
             self._event = _event_class(self._fields)
         return ct.cast(data, ct.POINTER(self._event)).contents
 
-    def open_perf_buffer(self, callback, page_cnt: int = 8, lost_cb=None) -> None:
+    def open_perf_buffer(self, callback, page_cnt: int = 8, lost_cb=None, wakeup_events: int = 1) -> None:
         """A buffer of ``page_cnt`` pages on every online CPU: ``callback(cpu, data, size)`` for each
-        record at ``poll``, ``lost_cb(count)`` for records the kernel dropped."""
+        record at ``poll`` or ``consume``, ``lost_cb(count)`` for records the kernel dropped.
+        ``wakeup_events``: a reader waiting in poll(2) is woken every that many records; 0, only
+        when a buffer is half full (perf_event_open(2)'s watermark), for a buffer read at set
+        times with ``consume`` (``poll`` reads only the buffers a wake-up made readable)."""
         for cpu in online_cpus():
             raw = RAW_CB(lambda _cookie, data, size, cpu=cpu: callback(cpu, data, size))
             lost = LOST_CB(lambda _cookie, n: lost_cb(n)) if lost_cb else ct.cast(None, LOST_CB)
-            opts = PerfBufferOpts(pid=-1, cpu=cpu, wakeup_events=1)
+            opts = PerfBufferOpts(pid=-1, cpu=cpu, wakeup_events=wakeup_events)
             reader = lib().bpf_open_perf_buffer_opts(raw, lost, None, page_cnt, ct.byref(opts))
             if not reader:
                 raise OSError(ct.get_errno(), f"cannot open a perf buffer of {self.name} on CPU {cpu}")
@@ -158,6 +161,12 @@ class PerfEventArray(BpfMap):
         if self.readers:
             readers = (ct.c_void_p * len(self.readers))(*self.readers)
             lib().perf_reader_poll(len(self.readers), readers, timeout_ms)
+
+    def consume(self) -> None:
+        """Run the callbacks for what every buffer holds, woken or not."""
+        if self.readers:
+            readers = (ct.c_void_p * len(self.readers))(*self.readers)
+            lib().perf_reader_consume(len(self.readers), readers)
 
     def close(self) -> None:
         for reader in self.readers:

@@ -53,6 +53,7 @@ SIGNATURES = {
     "bpf_open_perf_buffer_opts": (_p, [RAW_CB, LOST_CB, ct.py_object, _i, ct.POINTER(PerfBufferOpts)]),
     "perf_reader_fd": (_i, [_p]),
     "perf_reader_poll": (_i, [_i, ct.POINTER(_p), _i]),
+    "perf_reader_consume": (_i, [_i, ct.POINTER(_p)]),
     "perf_reader_free": (None, [_p]),
     # a compiled module (bcc_common.h): the compile child reads what it holds
     "bpf_num_functions": (_sz, [_p]),
