@@ -125,9 +125,9 @@ def test_psutil_attach_counts_cpu_from_the_attach_not_from_the_start(tmp_path):
 
 @pytest.mark.parametrize("args,want", [
     (["--light"], (19, 5.0, ["proc_tree", "cpu_sample", "sock_close", "thread_stats"])),
-    (["--light", "-F", "49", "--interval", "2", "--probes", "cpu_sample"], (49, 2.0, ["cpu_sample"])),
-    ([], (99, 1.0, [])),  # the default probes
-    (["--probes", "all"], (99, 1.0, ["all"])),  # every probe, the per-event ones too
+    (["--light", "-F", "49", "--interval", "3", "--probes", "cpu_sample"], (49, 3.0, ["cpu_sample"])),
+    ([], (99, 2.0, [])),  # the default probes, 2-s drains
+    (["--probes", "all", "--interval", "1"], (99, 1.0, ["all"])),  # every probe, the per-event ones too
 ])
 def test_light_is_19_hz_5_s_intervals_without_the_per_thread_wait_probes(monkeypatch, args, want):
     import signal

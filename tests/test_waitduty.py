@@ -106,7 +106,9 @@ def test_wait_duty_option_rounds_to_drains():
     assert _wait_duty("2s/8s", 1.0) == (2, 8)
     assert _wait_duty("0.4/3", 1.0) == (1, 3)  # at least one drain on
     assert _wait_duty("10s/1m", 5.0) == (2, 12)
-    assert _wait_duty("1s/4s", 5.0, given=False) == (1, 2)  # the default at --interval 5 (--light's)
+    assert _wait_duty("2s/8s", 2.0, given=False) == (1, 4)  # the default at the default --interval
+    assert _wait_duty("2s/8s", 1.0, given=False) == (2, 8)
+    assert _wait_duty("2s/8s", 5.0, given=False) == (1, 2)  # at --interval 5 (--light's)
     for bad, interval in (("2s", 1.0), ("8s/2s", 1.0), ("1s/1.2s", 1.0), ("x/1m", 1.0)):
         with pytest.raises(UserError, match="--wait-duty"):
             _wait_duty(bad, interval)

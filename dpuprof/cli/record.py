@@ -12,6 +12,12 @@ from dpuprof.agent.options import parse_duty  # the agent's --duty reads W/P the
 from dpuprof.errors import UserError
 from dpuprof.record.workload.child import KILL_AFTER_S, TERM_AFTER_S, block_signals
 
+# Seconds between drains. The recorder's own CPU is mostly per drain (the sampled stacks, the
+# writer's commit, sock_diag, /proc), little per event: 2-s drains took 25-30 % less of it than 1-s
+# ones (after the command's exec, 15-s runs, two pairs each: 0.128 -> 0.096 s on an iperf3
+# flood, 0.296 -> 0.216 s beside 4 x 128 threads, 2026-12-07), for half the time resolution.
+DEFAULT_INTERVAL_S = 2.0
+
 #: What recording costs, as bcc's man pages state it: measured numbers, their date and their file
 #: (tests/test_record_cli.py checks each number against benchmarks/HOT_LOADS.md).
 OVERHEAD = """\
@@ -93,10 +99,11 @@ Examples:
                    "window closes: dpuprof waits for it and exits with its status.")
 @click.option("-F", "--freq", "freq_hz", default=99, show_default=True, type=click.IntRange(1, 10000),
               help="CPU sampling frequency per CPU, Hz.")
-@click.option("--interval", "interval_s", default=1.0, show_default=True, type=click.FloatRange(0.1, 60),
+@click.option("--interval", "interval_s", default=DEFAULT_INTERVAL_S, show_default=True, type=click.FloatRange(0.1, 60),
               help="Seconds between map drains; each interval is committed to the file. User-space "
                    "frames of processes that exit before a drain are resolved from the maps read "
-                   "just after their exec.")
+                   "just after their exec. Most of the recorder's own CPU is spent per drain: "
+                   "--interval 1 costs about a third more of it.")
 @click.option("--probes", default="default", show_default=True,
               help="Comma-separated probes (proc_tree, cpu_sample, softirq, block_io, net_dev, sock_io, "
                    "sock_close, sched_wait, uprobes, thread_stats), 'default' (all but the per-packet, per-request, per-softirq and "
@@ -108,7 +115,7 @@ Examples:
                    "but the per-thread waits (sched_wait) and uprobes, so no critical-path inputs (the "
                    "projection's speedup falls back to CPU seconds). An explicit -F, --interval or "
                    "--probes wins.")
-@click.option("--wait-duty", "wait_duty", default="1s/4s", show_default=True, metavar="W/P",
+@click.option("--wait-duty", "wait_duty", default="2s/8s", show_default=True, metavar="W/P",
               help="Measure the main threads' waits (sched_wait's wake-up program, run at every "
                    "wake-up on the host) in the first W of every P seconds only, rounded to whole "
                    "--interval drains, for W/P of its cost; the projection scales the waits seen "
@@ -198,7 +205,8 @@ def record(ctx, output, pids, system_wide, cgroup, duration_s, freq_hz, interval
 
 def _wait_duty(text: str, interval_s: float, given: bool = True) -> tuple[int, int] | None:
     """--wait-duty as (on, period) in drains, None for 'always'. The default (``given`` False)
-    keeps at least one drain off at any --interval (--interval 5: one drain in two)."""
+    keeps at least one drain off at any --interval (--interval 5: one drain in two; the default
+    interval, 2 s: one in four)."""
     if text.strip().lower() == "always":
         return None
     on_s, period_s = parse_duty(text, "--wait-duty")

@@ -57,7 +57,7 @@ class Options:
     command: list[str]
     output: Path
     freq_hz: int = 99
-    interval_s: float = 1.0
+    interval_s: float = 2.0  # record --interval's default (cli/record.py DEFAULT_INTERVAL_S)
     probes: list[str] = field(default_factory=list)  # empty = all bpf probes
     psutil_only: bool = False
     quiet: bool = False
