@@ -303,7 +303,7 @@ def test_an_attached_process_main_thread_waits_are_measured(tmp_path):
 
 
 def test_waits_sampled_by_a_duty_cycle_estimate_the_whole_run(tmp_path):
-    """record --wait-duty 1s/3s: sched_waking attached in one drain of every three, the baselines
+    """record --interval 1 --wait-duty 1s/3s: sched_waking attached in one drain of every three, the baselines
     seeded at each attach. The main thread's waits on its helper, scaled by the run's seconds over
     the attached ones (as the model scales them), estimate its own blocked time; the intervals say
     when the program ran."""
@@ -312,7 +312,7 @@ def test_waits_sampled_by_a_duty_cycle_estimate_the_whole_run(tmp_path):
     with open(data, "wb") as fh:
         fh.write(os.urandom(4 << 20))
     try:
-        proc = dpuprof("record", "-q", "--wait-duty", "1s/3s", "-o", out, "--", PYTHON,
+        proc = dpuprof("record", "-q", "--interval", "1", "--wait-duty", "1s/3s", "-o", out, "--", PYTHON,
                        WORKLOADS / "thread_waits.py", data, "180", "0.03", "0.02", timeout=120)
     finally:
         os.unlink(data)

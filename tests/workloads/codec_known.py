@@ -6,7 +6,7 @@ decrypt through `cryptography` (its statically linked OpenSSL; into reused buffe
 time around a call is the cipher's and not a fresh result's page faults), and one EVP_EncryptUpdate and one
 EVP_DecryptUpdate through the system libcrypto.so.3 (ctypes; $CODEC_LIBCRYPTO names another copy
 to load instead). Sleeps first, so that a recorder's
-first drain has happened. Prints one JSON line: the ground truth ``truth`` {lib:func: [calls, input
+first drain (2 s by default) has happened. Prints one JSON line: the ground truth ``truth`` {lib:func: [calls, input
 bytes]} and ``cpu_s`` {lib:func: thread CPU seconds around the loop's calls (time.thread_time)}.
 """
 import ctypes
@@ -58,7 +58,7 @@ def evp(target, init, update):
     crypto.EVP_CIPHER_CTX_free(ctx)
 
 
-time.sleep(1.5)
+time.sleep(2.5)
 for _ in range(repeat):
     assert timed("libz:inflate", zlib.decompress, comp, 15, RAW + 64) == data
     timed("libz:deflate", zlib.compress, data, 1)
