@@ -265,7 +265,8 @@ def why_size(lg: dict) -> str:
     rows = lg.get("rows") or {}
     if rows.get("intervals"):
         other = 1 - rows["cpu_category_rows_workload"] / max(1, rows["cpu_category_rows"])
-        text += (f"Per 1-s interval: {rows['cpu_category_rows'] / rows['intervals']:.0f} cpu_category rows "
+        text += (f"Per {lg['duration_s'] / rows['intervals']:.0f}-s interval: "
+                 f"{rows['cpu_category_rows'] / rows['intervals']:.0f} cpu_category rows "
                  f"({pct(other, 0)} of them for the {rows['processes_seen'] - rows['workload_processes']} "
                  f"processes outside the workload that ran on the host) and "
                  f"{rows['stack_samples_rows'] / rows['intervals']:.0f} stack_samples rows. ")
@@ -273,8 +274,8 @@ def why_size(lg: dict) -> str:
     if fixes:
         text += "What would close it: " + "; ".join(fixes) + ". "
     return text + ("Both files grow with time, so the ratio is per minute of the same run; perf.data "
-                   "holds every sample, the recording per-second aggregates, whose rows grow with the "
-                   "number of processes and stacks alive in each second.")
+                   "holds every sample, the recording per-interval aggregates, whose rows grow with the "
+                   "number of processes and stacks alive in each interval.")
 
 
 def why_rss(lg: dict) -> str:
