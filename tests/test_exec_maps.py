@@ -14,7 +14,7 @@ import time
 from conftest import poll_until
 from dpuprof.record.drain.execs import ExecWatcher
 from dpuprof.record.stacks.elfsyms import ElfSymbols, demangle
-from dpuprof.record.stacks.procmaps import USER_SPACE_END, ProcessMaps, worth_rereading
+from dpuprof.record.stacks.procmaps import MAX_BACKOFF, USER_SPACE_END, ProcessMaps, worth_rereading
 from dpuprof.record.stacks.symbols import UNKNOWN, Symbolizer
 
 
@@ -190,3 +190,22 @@ def test_a_user_walk_is_cut_where_a_return_address_lies_in_data():
     hole = next(end + 4096 for _s, end in areas
                 if end + 4096 < USER_SPACE_END and not any(a <= end + 4096 < b for a, b in areas))
     assert sym.user_stack(pid, (code, hole, code)) == [whole[-1], UNKNOWN, whole[-1]]
+
+
+def test_only_a_stacks_innermost_frame_rereads_the_maps_for_a_miss():
+    """A miss in an outer frame (unmapped: it may be a broken walk's guess) leaves the maps as they
+    were read; the same address as the innermost frame (where the process was) re-reads them."""
+    sym = Symbolizer(_NoKernel)
+    code, _entry = _libc_getpid()
+    pid = os.getpid()
+    maps = sym._process_maps(pid)
+    areas = sorted(maps.data + [e[:2] for e in maps.entries])
+    hole = next(end + 4096 for _s, end in areas
+                if end + 4096 < USER_SPACE_END and not any(a <= end + 4096 < b for a, b in areas))
+    for _ in range(MAX_BACKOFF + 1):
+        sym.new_generation()
+    read_in = maps.read_in
+    assert sym.user_stack(pid, (hole, code))[0] == UNKNOWN  # outermost first: hole is an outer frame
+    assert maps.read_in == read_in
+    assert sym.user_stack(pid, (code, hole))[-1] == UNKNOWN  # hole is the innermost frame
+    assert maps.read_in == sym._generation

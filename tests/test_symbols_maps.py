@@ -6,8 +6,8 @@ from __future__ import annotations
 import ctypes
 import os
 
-from dpuprof.record.stacks.procmaps import (MAX_BACKOFF, MIN_MAP_ADDR, USER_SPACE_END, ProcessMaps, could_be_code,
-                                    worth_rereading)
+from dpuprof.record.stacks.procmaps import (GUESS_BACKOFF, MAX_BACKOFF, MIN_MAP_ADDR, USER_SPACE_END, ProcessMaps,
+                                           could_be_code, worth_rereading)
 
 
 def _own():
@@ -53,3 +53,17 @@ def test_misses_reread_only_for_possible_code_and_back_off_while_nothing_changes
     maps.starts = maps.starts[1:]
     maps.reload(gen + MAX_BACKOFF)
     assert maps.backoff == 1
+
+
+def test_an_outer_frames_miss_rereads_the_maps_only_every_guess_backoff_drains():
+    """An outer frame of a frame-pointer walk may be a broken walk's guess: beside DDP training
+    such misses re-read a torch process's ~1,000-line maps every MAX_BACKOFF drains. The innermost
+    frame is an instruction the process was at, so new code is found from it."""
+    maps = ProcessMaps(os.getpid(), generation=10)
+    areas = sorted(maps.data + [e[:2] for e in maps.entries])
+    unmapped = next(end + 4096 for _s, end in areas
+                    if end + 4096 < USER_SPACE_END and not any(a <= end + 4096 < b for a, b in areas))
+    assert worth_rereading(maps, unmapped, 10 + maps.backoff)
+    assert not worth_rereading(maps, unmapped, 10 + MAX_BACKOFF, exact=False)
+    assert worth_rereading(maps, unmapped, 10 + GUESS_BACKOFF, exact=False)
+    assert GUESS_BACKOFF > MAX_BACKOFF

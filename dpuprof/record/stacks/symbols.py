@@ -178,8 +178,8 @@ class Symbolizer:
         ran 10-127 UNKNOWN frames deep (a heap list's links, 0x2e0 apart, taken for frames), each
         sample a new stack to resolve, classify and store. (perf shows them all.)"""
         frames = []
-        for addr in reversed(addrs):
-            frame = self.user(pid, addr, symbols)
+        for i, addr in enumerate(reversed(addrs)):
+            frame = self.user(pid, addr, symbols, exact=i == 0)
             if frame == UNKNOWN and not could_be_code(self._process_maps(pid), addr):
                 frames.append(UNKNOWN)
                 break
@@ -187,13 +187,15 @@ class Symbolizer:
         frames.reverse()
         return frames
 
-    def user(self, pid: int, addr: int, symbols: bool = True) -> str:
+    def user(self, pid: int, addr: int, symbols: bool = True, exact: bool = True) -> str:
         """``"symbol (module)"`` for ``addr`` in process ``pid``. With ``symbols=False`` only the
-        module is looked up (cheap: no ELF symbol tables are loaded)."""
+        module is looked up (cheap: no ELF symbol tables are loaded). ``exact``: ``addr`` is an
+        instruction the process was at (a sample's, or where it entered the kernel: a stack's
+        innermost user frame), not an outer frame of a walk (worth_rereading)."""
         cache = self._ucache.get(pid)
         frame = cache.get(addr) if cache is not None else None
         if frame is None:
-            frame, final = self._resolve_user(pid, addr, symbols)
+            frame, final = self._resolve_user(pid, addr, symbols, exact)
             if final:
                 if self._cached >= self._max:
                     self._ucache.clear()
@@ -217,13 +219,13 @@ class Symbolizer:
             self._maps[pid] = maps
         return maps
 
-    def _resolve_user(self, pid: int, addr: int, symbols: bool) -> tuple[str, bool]:
+    def _resolve_user(self, pid: int, addr: int, symbols: bool, exact: bool = True) -> tuple[str, bool]:
         """(frame, final): not final when a miss was not checked against fresh maps (worth_rereading
         said wait), so that a later drain may still resolve the address."""
         maps = self._process_maps(pid)
         entry = maps.mapping(addr)
         if entry is None:
-            if worth_rereading(maps, addr, self._generation) and maps.reload(self._generation):
+            if worth_rereading(maps, addr, self._generation, exact) and maps.reload(self._generation):
                 entry = maps.mapping(addr)
             if entry is None:
                 return UNKNOWN, maps.read_in == self._generation or maps.gone or not could_be_code(maps, addr)
