@@ -1,5 +1,5 @@
 """GPU telemetry through NVML (``nvidia-ml-py``, an optional extra imported lazily), sampled once
-per recording interval (>= 1 Hz at the default 1-s interval).
+per recording interval (every 2 s at record's default --interval, every second at the agent's).
 
 Rows for the Recording tables (schema v3, without the leading ``interval``):
 
