@@ -67,7 +67,8 @@
 //           often, the same kernel walk took 3.4 us: a walk at 99 Hz pays for cold caches (the
 //           unwinder's tables, the stack), not for work a handler could leave out. perf record -g
 //           walks with the same kernel code (get_perf_callchain). A cheaper sampler walks less
-//           often (a lower rate) or less deep.
+//           often (a lower rate) or less deep. benchmarks/stack_walk_floor.py measures it (its run:
+//           the walk into a buffer 12.9 us alone, 7.2 us right after another program's walk).
 #include <uapi/linux/ptrace.h>
 // Not <uapi/linux/bpf_perf_event.h> and <linux/sched.h>: through <linux/ptrace.h> they pull in
 // most of the kernel's headers, 2.6 s of the compile's CPU (of ~5 s for all probes) for one
