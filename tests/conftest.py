@@ -268,6 +268,16 @@ def summary_of(path) -> dict:
     return summarize(load(path))
 
 
+def unmapped_address(maps) -> int:
+    """An address in a hole of ``maps`` (a ProcessMaps): a page past the end of one of its areas,
+    held by none of them and below the end of user space."""
+    from dpuprof.record.stacks.procmaps import USER_SPACE_END
+
+    areas = sorted(maps.data + [e[:2] for e in maps.entries])
+    return next(end + 4096 for _s, end in areas
+                if end + 4096 < USER_SPACE_END and not any(a <= end + 4096 < b for a, b in areas))
+
+
 def poll_until(condition, timeout: float = 30.0, every: float = 0.05) -> bool:
     """Whether ``condition()`` came true within ``timeout`` seconds, asked every ``every`` s: what a
     test waits for, instead of a fixed sleep tuned to one machine's speed."""

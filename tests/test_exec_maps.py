@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-from conftest import poll_until
+from conftest import poll_until, unmapped_address
 from dpuprof.record.drain.execs import ExecWatcher
 from dpuprof.record.stacks.elfsyms import ElfSymbols, demangle
 from dpuprof.record.stacks.procmaps import MAX_BACKOFF, USER_SPACE_END, ProcessMaps, worth_rereading
@@ -64,9 +64,7 @@ def test_maps_captured_while_alive_resolve_after_exit_until_forgotten():
     assert frame in ("getpid (libc.so.6)", "__getpid (libc.so.6)"), frame
     assert not sym.capture(child.pid)  # gone: the maps read while it lived stay
     held = sym._maps[child.pid]
-    areas = sorted(held.data + [e[:2] for e in held.entries])
-    hole = next(end + 4096 for _s, end in areas if end + 4096 < USER_SPACE_END
-                and not any(a <= end + 4096 < b for a, b in areas))
+    hole = unmapped_address(held)
     assert worth_rereading(held, hole, 100)
     assert not held.reload(5) and held.gone and held.entries
     assert not worth_rereading(held, hole, 100)  # gone: no retry per miss
@@ -185,10 +183,7 @@ def test_a_user_walk_is_cut_where_a_return_address_lies_in_data():
     assert sym.user_stack(pid, (code, USER_SPACE_END + 4096, code)) == [UNKNOWN, whole[-1]]
     intact = sym.user_stack(pid, (code, code))
     assert intact == [whole[-1], whole[-1]]
-    maps = sym._process_maps(pid)
-    areas = sorted(maps.data + [e[:2] for e in maps.entries])
-    hole = next(end + 4096 for _s, end in areas
-                if end + 4096 < USER_SPACE_END and not any(a <= end + 4096 < b for a, b in areas))
+    hole = unmapped_address(sym._process_maps(pid))
     assert sym.user_stack(pid, (code, hole, code)) == [whole[-1], UNKNOWN, whole[-1]]
 
 
@@ -199,9 +194,7 @@ def test_only_a_stacks_innermost_frame_rereads_the_maps_for_a_miss():
     code, _entry = _libc_getpid()
     pid = os.getpid()
     maps = sym._process_maps(pid)
-    areas = sorted(maps.data + [e[:2] for e in maps.entries])
-    hole = next(end + 4096 for _s, end in areas
-                if end + 4096 < USER_SPACE_END and not any(a <= end + 4096 < b for a, b in areas))
+    hole = unmapped_address(maps)
     for _ in range(MAX_BACKOFF + 1):
         sym.new_generation()
     read_in = maps.read_in

@@ -122,9 +122,6 @@ def why_pp(bad: list[dict]) -> str:
     return " ".join(parts)
 
 
-
-
-
 def why_cost(res: dict, wl: str) -> str:
     """Why a CPU-cost target on ``wl`` (ddp: share of the machine; iperf3: share of the workload's
     CPU) missed: where the CPU goes (BPF runs, the recorder), each probe's cost, what would cut them."""
