@@ -3,15 +3,17 @@
 baselines of a kept validation run (benchmarks/validate_projection.py).
 
 For each cell of VALIDATION_JSON that was recorded and measured, record its baseline (the run's own
-``dpuprof record`` command) with ``--wait-duty always`` and with the default, interleaved (the order
-swapped every rep), ``--reps`` times each, project each recording with the run's own ``dpuprof
-project`` command, and print a markdown table: the model's expected [low, high] and regime per
-recording, beside the run's measured speedup. Recordings and projections go to a temp dir that is
-removed at the end. The cells' data (train_ddp.py's shards) must still be where the run left them:
-run validate_projection.py with --keep-scratch.
+``dpuprof record`` command) with ``--wait-duty always`` (or the record options of ``--against``)
+and with the defaults, interleaved (the order swapped every rep), ``--reps`` times each, project
+each recording with the run's own ``dpuprof project`` command, and print a markdown table: the
+model's expected [low, high] and regime per recording, beside the run's measured speedup.
+Recordings and projections go to a temp dir that is removed at the end. The cells' data
+(train_ddp.py's shards) must still be where the run left them: run validate_projection.py with
+--keep-scratch.
 
     sudo python3 benchmarks/validate_projection.py --engine-cells --keep-scratch --out /tmp/val
     sudo python3 benchmarks/wait_duty_ab.py /tmp/val/validation.json --reps 2 --cells b_loader_bound,g_network
+    sudo python3 benchmarks/wait_duty_ab.py /tmp/val/validation.json --against "--interval 1 --wait-duty 1s/4s"
 
 ``--beside OTHER_JSON`` records nothing: it prints the two validation runs' cells side by side
 (measured, the model's expected [low, high] and regime, pass), for a run with each setting.
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -29,7 +32,7 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-MODES = {"always": ["--wait-duty", "always"], "default": []}
+AGAINST = "--wait-duty always"  # the record options compared with the defaults, unless --against
 
 
 def _setting(doc: dict) -> str:
@@ -43,18 +46,19 @@ def _swap(cmd: list[str], old: str, new: str) -> list[str]:
     return [new if a == old else a for a in cmd]
 
 
-def run_cell(cell: dict, reps: int, tmp: Path) -> dict[str, list[dict]]:
-    """{mode: [the projection's speedup block per rep]} for one validation cell."""
+def run_cell(cell: dict, reps: int, tmp: Path, modes: dict[str, list[str]]) -> dict[str, list[dict]]:
+    """{mode: [the projection's speedup block per rep]} for one validation cell, recorded with each
+    of ``modes`` {label: extra record options}."""
     rec_cmd, proj_cmd = cell["record"]["command"], cell["projections"][0]["command"]
     rec0 = rec_cmd[rec_cmd.index("-o") + 1]
     out0 = proj_cmd[proj_cmd.index("-o") + 1]
-    got: dict[str, list[dict]] = {mode: [] for mode in MODES}
+    got: dict[str, list[dict]] = {mode: [] for mode in modes}
     env = dict(os.environ, PYTHONPATH=str(REPO))
     for rep in range(reps):
-        for mode in (MODES if rep % 2 == 0 else reversed(list(MODES))):
-            rec, proj = tmp / f"{cell['id']}.{mode}{rep}.rec", tmp / f"{cell['id']}.{mode}{rep}.json"
+        for i, mode in enumerate(modes if rep % 2 == 0 else reversed(list(modes))):
+            rec, proj = tmp / f"{cell['id']}.{i}.{rep}.rec", tmp / f"{cell['id']}.{i}.{rep}.json"
             at = rec_cmd.index("--")  # the option goes before the command
-            cmd = _swap(rec_cmd[:at], rec0, str(rec)) + MODES[mode] + rec_cmd[at:]
+            cmd = _swap(rec_cmd[:at], rec0, str(rec)) + modes[mode] + rec_cmd[at:]
             subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, check=True)
             subprocess.run(_swap(_swap(proj_cmd, rec0, str(rec)), out0, str(proj)), capture_output=True,
                            text=True, env=env, cwd=REPO, check=True)
@@ -93,6 +97,8 @@ def main(argv=None) -> int:
     p.add_argument("validation_json")
     p.add_argument("--reps", type=int, default=2, help="recordings per mode and cell (default 2)")
     p.add_argument("--cells", default=None, help="comma-separated cell ids (default: every measured cell)")
+    p.add_argument("--against", default=AGAINST, metavar="OPTIONS",
+                   help=f"record options compared with the defaults (default: {AGAINST!r})")
     p.add_argument("--beside", default=None, metavar="OTHER_JSON",
                    help="print the two runs side by side instead of recording")
     args = p.parse_args(argv)
@@ -102,15 +108,16 @@ def main(argv=None) -> int:
         print("\n".join(beside([(_setting(doc), doc), (_setting(other), other)])))
         return 0
     wanted = set(args.cells.split(",")) if args.cells else None
+    modes = {args.against: shlex.split(args.against), "defaults": []}
     tmp = Path(tempfile.mkdtemp(prefix="dpuprof-waitduty-"))
-    print("| cell | measured B/A (95 % CI) | --wait-duty | expected [low, high], regime, per recording |")
+    print("| cell | measured B/A (95 % CI) | record options | expected [low, high], regime, per recording |")
     print("|---|---|---|---|")
     try:
         for cell in doc["cells"]:
             if "record" not in cell or "measured" not in cell or (wanted and cell["id"] not in wanted):
                 continue
             m = cell["measured"]
-            for mode, blocks in run_cell(cell, args.reps, tmp).items():
+            for mode, blocks in run_cell(cell, args.reps, tmp, modes).items():
                 shown = "; ".join(f"{b['expected']:.3f} [{b['low']:.3f}, {b['high']:.3f}] {b['regime']}"
                                   for b in blocks)
                 print(f"| {cell['id']} | {m['median']:.3f} ({m['ci_low']:.3f}-{m['ci_high']:.3f}) | {mode} | {shown} |",

