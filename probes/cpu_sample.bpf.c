@@ -49,7 +49,9 @@
 //           (docs/python-frames.md: a scan can also find stale words in live frames).
 //           py_ranges   HASH  tgid -> {lo, hi, size, ret}: the trampoline arena (1024 entries)
 //           py_scan     PERCPU_ARRAY [0] = the copied stack words
-// Hooks:    perf_event PERF_TYPE_SOFTWARE / PERF_COUNT_SW_CPU_CLOCK
+// Hooks:    perf_event PERF_TYPE_SOFTWARE / PERF_COUNT_SW_CPU_CLOCK, one per CPU, opened 1/(F x CPUs) s
+//           apart so that no two CPUs sample at the same instant (a sample would see the other
+//           CPUs' handlers: dpuprof/record/load/loaded.py, LoadedProbes.attach_perf_event)
 // Overhead: one stack walk (kernel + user) and one hash update per sample; nothing per switch;
 //           for the idle task at a known idle leaf, no walk (idle_ips).
 //           on_sample (benchmarks/hot_loads.py, benchmarks/HOT_LOADS.md at 4f2c414: 2026-12-07
