@@ -30,5 +30,5 @@ def test_each_cpus_event_opens_a_share_of_the_period_after_the_one_before(monkey
     # One period in all, in equal steps: the CPUs' timers keep these phases.
     assert slept == [pytest.approx(1 / freq / len(cpus))] * (len(cpus) - 1)
     assert sum(slept) + 1 / freq / len(cpus) == pytest.approx(1 / freq)
-    assert [(cpu, f, p, n) for cpu, f, p, n in opened] == [(cpu, freq, 0, i) for i, cpu in enumerate(cpus)]
+    assert opened == [(cpu, freq, 0, i) for i, cpu in enumerate(cpus)]  # (CPU, Hz, no period, sleeps before)
     assert probes.perf_events["on_sample"] == [100 + cpu for cpu in cpus]
