@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from dpuprof.record.load.bcc_loader import import_bcc  # noqa: E402
 from dpuprof.record.load.btf import Btf  # noqa: E402
 from hot_workloads import loop_device  # noqa: E402
+from suite.runner import bpf_stats  # noqa: E402
 
 VARIANTS = {
     "empty": "RAW_TRACEPOINT_PROBE(sched_waking) { return 0; }",
@@ -97,24 +98,21 @@ def main() -> int:
     bpf_cls = import_bcc().BPF
     pid_off = Btf.load().member("task_struct", "pid").offset
     ns: dict[str, list[float]] = {name: [] for name in VARIANTS}
-    with open("/proc/sys/kernel/bpf_stats_enabled") as fh:
-        was = fh.read().strip()
-    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
-    try:
-        with tempfile.TemporaryDirectory() as scratch, loop_device(Path(scratch)) as dev:
-            for _ in range(args.rounds):
-                for name, text in VARIANTS.items():
-                    bpf = bpf_cls(text=text.replace("PID_OFF", str(pid_off)))
-                    try:
-                        runs0, ns0 = prog_stats()
-                        fio(dev, args.duration)
-                        runs1, ns1 = prog_stats()
-                    finally:
-                        bpf.cleanup()
-                    ns[name].append((ns1 - ns0) / max(1, runs1 - runs0))
-                    print(f"{name:10s} {runs1 - runs0:>10,} runs  {ns[name][-1]:6.1f} ns a run", flush=True)
-    finally:
-        subprocess.run(["sysctl", "-q", f"kernel.bpf_stats_enabled={was}"])
+    with bpf_stats() as enabled, tempfile.TemporaryDirectory() as scratch, loop_device(Path(scratch)) as dev:
+        if not enabled:
+            print("sched_waking_floor.py: kernel.bpf_stats_enabled could not be set", file=sys.stderr)
+            return 2
+        for _ in range(args.rounds):
+            for name, text in VARIANTS.items():
+                bpf = bpf_cls(text=text.replace("PID_OFF", str(pid_off)))
+                try:
+                    runs0, ns0 = prog_stats()
+                    fio(dev, args.duration)
+                    runs1, ns1 = prog_stats()
+                finally:
+                    bpf.cleanup()
+                ns[name].append((ns1 - ns0) / max(1, runs1 - runs0))
+                print(f"{name:10s} {runs1 - runs0:>10,} runs  {ns[name][-1]:6.1f} ns a run", flush=True)
     print("median ns a run over rounds: " + ", ".join(f"{n} {statistics.median(v):.1f}" for n, v in ns.items()))
     return 0
 

@@ -37,8 +37,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # suite
 
 from dpuprof.record.load.bcc_loader import import_bcc  # noqa: E402
+from suite.runner import bpf_stats  # noqa: E402
 
 HEADER = """
 #include <uapi/linux/ptrace.h>
@@ -117,10 +119,10 @@ def main() -> int:
     bcc = import_bcc()
     alone: dict[str, list[float]] = {n: [] for n in VARIANTS}
     together: dict[str, list[float]] = {n: [] for n in VARIANTS}
-    with open("/proc/sys/kernel/bpf_stats_enabled") as fh:
-        was = fh.read().strip()
-    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
-    try:
+    with bpf_stats() as enabled:
+        if not enabled:
+            print("stack_walk_floor.py: kernel.bpf_stats_enabled could not be set", file=sys.stderr)
+            return 2
         for _ in range(args.rounds):
             for name in VARIANTS:
                 alone[name] += measure(bcc, [name], args.freq, args.duration).values()
@@ -128,8 +130,6 @@ def main() -> int:
             for name, ns in measure(bcc, list(VARIANTS), args.freq, args.duration).items():
                 together[name].append(ns)
                 print(f"together {name:10s} {ns / 1e3:6.2f} us a run", flush=True)
-    finally:
-        subprocess.run(["sysctl", "-q", f"kernel.bpf_stats_enabled={was}"])
     for label, got in (("alone", alone), ("together", together)):
         print(f"median us a run, {label}: " + ", ".join(f"{n} {statistics.median(v) / 1e3:.2f}" for n, v in got.items()))
     return 0
