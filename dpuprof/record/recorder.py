@@ -10,6 +10,7 @@ stopped early) to ``on_warning``, progress to ``status``, and
 
 from __future__ import annotations
 
+import gc
 import os
 import resource
 import signal
@@ -44,6 +45,8 @@ from dpuprof.recording.writer import RecordingWriter, staged_writer
 # as a new process, and its row written again.
 EVICT_EVERY = 10
 PROC_STALE_S = 30.0
+# Allocations between two young garbage collections while recording (Python's default: 700).
+GC_YOUNG_THRESHOLD = 10_000
 
 
 def stale_processes(known: dict, workload, before: float) -> list[int]:
@@ -192,6 +195,12 @@ class Recorder:
         except UserError:  # it vanished since prepare(), or exec failed another way
             writer.discard(end_time=time.time(), exit_code=None, complete=True, error="command failed to start")
             raise
+        # The start-up's objects (bcc's, the rules, symbol tables: ~28,000) live as long as the
+        # run: kept out of every later collection. The drains' containers mostly die by their
+        # reference counts; a young collection every 10,000 allocations, not 700, finds them gone
+        # (gc 13.4 -> 7.8 ms of the recorder's ~0.3 s in 30 s of DDP training, 2026-12-07).
+        gc.freeze()
+        gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
         if not self.work.target.command:  # processes that ran before: their CPU counts from now
             self.procs.baseline(self._workload_pids())
         recording_ok = self._guard_write(  # it has started: the file takes its name (run)

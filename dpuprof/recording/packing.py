@@ -15,6 +15,8 @@ from itertools import accumulate
 MAX_ID = (1 << 62) - 1
 #: Longest encoding of one id (62 bits in 7-bit groups).
 _MAX_BYTES = 9
+#: The shifts of an id's leading 7-bit groups, by its number of groups less one.
+_SHIFTS = [tuple(range(k * 7, 0, -7)) for k in range(_MAX_BYTES)]
 
 
 def pack_ids(ids) -> bytes:
@@ -31,7 +33,7 @@ def pack_ids(ids) -> bytes:
             continue
         if not 0 <= value <= MAX_ID:
             raise ValueError(f"packed value {value} is not an integer from 0 to 2**62-1")
-        for shift in range((value.bit_length() - 1) // 7 * 7, 0, -7):
+        for shift in _SHIFTS[(value.bit_length() - 1) // 7]:
             append(0x80 | (value >> shift) & 0x7F)
         append(value & 0x7F)
     return bytes(out)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes as ct
 import os
 import time
+from array import array
 from collections import Counter
 
 from dpuprof.categories import IDLE, top_level
@@ -116,15 +117,16 @@ class SampleDrainer:
             return got
         table = self.spills[buf] if stack_id & SPILL_BIT else self.stacks[buf]
         try:
-            ips = table[table.Key(stack_id & ~SPILL_BIT)].ip[:]
+            # The value's u64s in one conversion: its `ip[:]` made a Python int of each of the
+            # 127 slots, most of them the zeros after the walk's depth (2.4 against 1.0 us a read).
+            ips = array("Q", bytes(table[table.Key(stack_id & ~SPILL_BIT)].ip))
         except KeyError:
             return ()
         try:
-            del ips[ips.index(0):]  # the walk's depth: the rest of the value is zeros
+            depth = ips.index(0)  # the walk's depth: the rest of the value is zeros
         except ValueError:
-            pass
-        ips.reverse()
-        got = self._read[stack_id] = tuple(ips)
+            depth = len(ips)
+        got = self._read[stack_id] = tuple(ips[depth - 1::-1]) if depth else ()
         return got
 
     def _flip(self) -> list[tuple]:

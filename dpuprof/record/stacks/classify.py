@@ -23,7 +23,7 @@ from pathlib import Path
 
 from dpuprof.categories import IDLE, top_level
 from dpuprof.record.stacks import rulefile
-from dpuprof.recording.folded import join as join_frames, split as split_frames
+from dpuprof.recording.folded import SEP, join as join_frames, split as split_frames
 
 KERNEL_SUFFIX = "_[k]"
 NO_KERNEL_MATCH = "kernel_other.other"
@@ -283,8 +283,13 @@ def split_folded(folded: str) -> tuple[list[str], list[str]]:
 
 
 def fold(kernel_frames, user_frames) -> str:
-    """(kernel frames, user frames), root first -> folded text: user frames, then kernel frames."""
-    return join_frames([*user_frames, *(f + KERNEL_SUFFIX for f in kernel_frames)])
+    """(kernel frames, user frames), root first -> folded text: user frames, then kernel frames.
+    (Each kernel frame's suffix goes in with the separator, in one join: no string per frame.)"""
+    kernel = (KERNEL_SUFFIX + SEP).join(kernel_frames) + KERNEL_SUFFIX if kernel_frames else ""
+    if not user_frames:
+        return kernel
+    user = join_frames(user_frames)
+    return f"{user}{SEP}{kernel}" if kernel_frames else user
 
 
 __all__ = ["Classifier", "Classification", "split_folded", "split_user_frame", "fold", "IDLE"]
