@@ -32,13 +32,13 @@ SECTIONS = ("## Machine", "## Targets", "## 1. Accuracy", "## 2. Overhead", "## 
 # page faults, exit) weighs more than in the full run (pigz 85-90 % there): pigz read 0.752 in a
 # fresh-clone CI run on 2026-12-05 and 0.801 in the next run, openssl 0.848; 0.70 still catches
 # a category lost to another.
-SHARE_FLOORS = {"iperf3": 0.60, "openssl": 0.70, "fio": 0.50, "pigz": 0.70}
+SHARE_FLOORS = {"tcp_stream": 0.60, "openssl": 0.70, "fio": 0.50, "pigz": 0.70}
 
 
 @pytest.fixture(scope="module")
 def accuracy_table(tmp_path_factory):
     """The quick harness's accuracy section alone, run in this process on a scratch directory of its
-    own: one `dpuprof record` of iperf3, openssl, fio, pigz and zstd started together (each for
+    own: one `dpuprof record` of tcp_stream, openssl, fio, pigz and zstd started together (each for
     QUICK.acc_together_s seconds), one row per tool."""
     missing = ensure_tools(install=True)  # as run.py does: apt-get where a tool is missing
     assert not missing, f"missing tools: {missing}"
@@ -78,7 +78,7 @@ def test_writes_every_section(quick_run):
 def test_measured_every_tool_and_condition(quick_run):
     _, results, _ = quick_run
     tools = {r["tool"] for r in results["accuracy"]["table"]}
-    assert tools == {"iperf3", "openssl", "fio", "pigz", "zstd"}
+    assert tools == {"tcp_stream", "openssl", "fio", "pigz", "zstd"}
     for wl in ("ddp", "iperf3", "fio"):
         conds = results["overhead"][wl]["conditions"]
         assert {"bare", "dpuprof"} <= set(conds)
@@ -95,7 +95,7 @@ def test_measured_every_tool_and_condition(quick_run):
 
 
 def test_accuracy_ratios(accuracy_table):
-    assert {row["tool"] for row in accuracy_table} == {"iperf3", "openssl", "fio", "pigz", "zstd"}
+    assert {row["tool"] for row in accuracy_table} == {"tcp_stream", "openssl", "fio", "pigz", "zstd"}
     _check_accuracy(accuracy_table)
 
 

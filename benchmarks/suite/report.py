@@ -162,12 +162,14 @@ def _render_accuracy(res: dict, add) -> None:
     cfg = res["config"]
     add("## 1. Accuracy against ground truth and against perf")
     add("")
+    by_truth = {truth: ", ".join(dict.fromkeys(r["tool"] for r in acc["table"] if r["truth"] == truth))
+                for truth in ("stime", "utime")}  # the tools in the run's order, each once
     add("Each tool does one thing, so its own CPU accounting says how much of it is that thing. The ground "
         "truth is the kernel's accounting of the tool's processes, read with `wait4()` when each exits "
-        "(the utime and stime that /proc/PID/stat shows): for a tool whose work is in the kernel (iperf3, "
-        "fio) its system time is its category, for one whose work is in a user-space library (openssl, "
-        "pigz, zstd) its user time. dpuprof's number is the category's CPU seconds for the tool's processes "
-        "in `dpuprof record`'s summary; the total is all categories together (dpuprof scales each live "
+        "(the utime and stime that /proc/PID/stat shows): for a tool whose work is in the kernel "
+        f"({by_truth['stime']}) its system time is its category, for one whose work is in a "
+        f"user-space library ({by_truth['utime']}) its user time. dpuprof's number is the category's CPU "
+        "seconds for the tool's processes in `dpuprof record`'s summary; the total is all categories together (dpuprof scales each live "
         "process's sampled mix to the CPU time /proc reports, so the total ratio checks that no process of "
         "the tool was missed or counted twice; the category ratio is the real test). `perf record -a -g -F 99` "
         "ran over the same run, and its samples of the same processes were classified with dpuprof's own "

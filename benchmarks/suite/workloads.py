@@ -10,7 +10,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import PERF_RECORD, PYTHON, ROOT, TOGETHER, Config
+from .config import BENCH, PERF_RECORD, PYTHON, ROOT, TOGETHER, Config
 
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 now (for iperf3)."""
@@ -40,11 +40,12 @@ def accuracy_tools(T: int, port: int, scratch: Path) -> list[Tool]:
     with the CPU time (utime or stime) that is their category's ground truth."""
     fio = fio_cmd(scratch, T)
     return [
-        Tool("iperf3", "network", "stime",
-             [{"name": "iperf3 -s", "cmd": ["iperf3", "-s", "-1", "-p", str(port)]},
-              {"name": "iperf3 -c", "cmd": ["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", str(T)],
+        Tool("tcp_stream", "network", "stime",
+             [{"name": "tcp_stream server", "cmd": [PYTHON, str(BENCH / "tcp_stream.py"), "server", str(port)]},
+              {"name": "tcp_stream client", "cmd": [PYTHON, str(BENCH / "tcp_stream.py"), "client", str(port), str(T)],
                "delay_s": 0.5}],
-             "loopback TCP: its kernel time is the socket send/receive path"),
+             "loopback TCP of blocking calls only (benchmarks/tcp_stream.py; iperf3's stime also holds "
+             "its pselect6 waits): its kernel time is the socket send/receive path"),
         Tool("openssl", "crypto", "utime",
              [{"name": "openssl speed", "cmd": ["openssl", "speed", "-evp", "aes-256-gcm", "-seconds", str(T),
                                                  "-bytes", "16384"]}],
