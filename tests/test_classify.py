@@ -68,5 +68,8 @@ def test_every_rule_names_a_known_category(clf):
 def test_fold_round_trip():
     k, u = ["entry_SYSCALL_64", "tcp_sendmsg"], ["main (app)", "send (libc.so.6)"]
     assert split_folded(fold(k, u)) == (k, u)
+    # Either side empty, one frame, or a frame that is the empty string: the frames joined in order.
+    for k, u in (([], []), (["a"], []), ([], ["x"]), ([""], ["x"]), (["a"], [""]), ([""], []), ([], [""])):
+        assert fold(k, u) == ";".join([*u, *(f + "_[k]" for f in k)]), (k, u)
     assert split_user_frame("x (libz.so.1)") == ("x", "libz.so.1")
     assert split_user_frame("[unknown]") == ("[unknown]", None)
