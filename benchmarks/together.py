@@ -33,6 +33,11 @@ import threading
 import time
 
 
+# The end of each tool's output kept in RESULT. iperf3 -J writes ~1 KB a second, all of it needed
+# to parse (20,000 characters, the bound until 2026-12-08, cut a 31-s run's JSON).
+STDOUT_KEPT = 1 << 20
+
+
 def main(spec_path: str, result_path: str) -> int:
     with open(spec_path) as fh:
         spec = json.load(fh)
@@ -68,7 +73,7 @@ def main(spec_path: str, result_path: str) -> int:
             "name": info["name"], "pid": pid,
             "utime_s": ru.ru_utime, "stime_s": ru.ru_stime, "cpu_s": ru.ru_utime + ru.ru_stime,
             "wall_s": time.time() - info["start"],
-            "rc": os.waitstatus_to_exitcode(status), "stopped": info["stopped"], "stdout": text[-20000:],
+            "rc": os.waitstatus_to_exitcode(status), "stopped": info["stopped"], "stdout": text[-STDOUT_KEPT:],
         })
     busy1, t1 = busy_seconds(), time.time()
     for t in timers:
