@@ -21,26 +21,26 @@ DEFAULT_INTERVAL_S = 2.0
 #: What recording costs, as bcc's man pages state it: measured numbers, their date and their file
 #: (tests/test_record_cli.py checks each number against benchmarks/HOT_LOADS.md).
 OVERHEAD = """\
-OVERHEAD: measured on 2026-12-07 (benchmarks/HOT_LOADS.md: a 2-core AMD EPYC VM, Linux 6.18,
-15-s runs, medians of 3 rounds, side by side with perf record -a -g -F 99). The default probes at
--F 99, BPF programs and recorder together: 0.93 % of the workload's CPU under an iperf3 loopback
-flood (perf: 0.37 %), 1.03 % beside 4 x 128 threads that hash and sleep (perf: 0.27 %), 0.80 % of
-the machine's busy CPU under fio 4 KiB random reads at 269,568 IOPS (perf: 0.28 %). The largest
-part is the recorder's own reading of the maps and counters at each drain (every 2 s): 0.120,
-0.230 and 0.130 s of CPU in 15 s (every thread's counters come from one read of a task
-iterator). The sampler's program costs 6379 ns a sample beside 2 x 8 threads (CPUs mostly idle:
-an idle CPU's stacks are not walked) to 11681 ns under fio (its stack walks).
-sched_waking, run at every wake-up on the host to measure main threads' waits, is attached two
-seconds in eight (--wait-duty 2s/8s): 0.37 % of a core on iperf3 (398 ns x 9,416/s averaged over
-the run) and 0.37 % under fio (73 ns x 51,754/s); --wait-duty always runs it throughout
-(benchmarks/WAIT_DUTY.md). --light (no sched_wait or uprobes, -F 19, 5-s drains): 0.26 %,
-0.37 % and 0.25 %. Bytes, packets and I/Os come from the
-kernel's counters (/proc; sock_diag for TCP bytes per process), with no program per packet,
-request or socket call: 1.0020 of iperf3's bytes and all of fio's I/Os counted. The kernel's BPF
-run-time statistics, which add about 100 ns to every program run, are on for one interval in 10
-only (these runs had them on throughout). --probes all adds the per-event programs (net_dev,
-block_io, softirq, sock_io). The recording grows 0.305 (iperf3) to 0.617 (512 threads) MB a
-minute; fewer --probes load fewer programs.
+OVERHEAD: measured on 2026-12-08 (benchmarks/HOT_LOADS.md: a 2-core AMD EPYC VM, Linux 6.18,
+30-s runs, medians of 3 rounds, side by side with perf record -a -g -F 99). The default probes at
+-F 99, BPF programs and recorder together: 0.83 % of the workload's CPU under an iperf3 loopback
+flood (perf: 0.20 %), 0.88 % beside 4 x 128 threads that hash and sleep (perf: 0.15 %), 0.73 % of
+the machine's busy CPU under fio 4 KiB random reads at 251,421 IOPS (perf: 0.14 %); in 15-s runs,
+where each recording's fixed costs weigh twice as much, 1.08 %, 1.06 % and 0.90 %. The largest
+part is the recorder's own reading of the maps and counters at each drain (every 2 s): 0.180,
+0.350 and 0.210 s of CPU in 30 s (every thread's counters come from one read of a task iterator).
+The sampler's program costs 6438 ns a sample beside 2 x 8 threads (CPUs mostly idle: an idle
+CPU's stacks are not walked) to 13426 ns under fio (its stack walks). sched_waking, run at every
+wake-up on the host to measure main threads' waits, is attached two seconds in eight (--wait-duty
+2s/8s): 0.32 % of a core on iperf3 (400 ns x 7,865/s averaged over the run) and 0.36 % under fio
+(76 ns x 47,439/s); --wait-duty always runs it throughout (benchmarks/WAIT_DUTY.md). --light (no
+sched_wait or uprobes, -F 19, 5-s drains): 0.26 %, 0.28 % and 0.21 %. Bytes, packets and I/Os
+come from the kernel's counters (/proc; sock_diag for TCP bytes per process), with no program per
+packet, request or socket call: 1.0021 of iperf3's bytes and all of fio's I/Os counted. The
+kernel's BPF run-time statistics, which add about 100 ns to every program run, are on for one
+interval in 10 only (these runs had them on throughout). --probes all adds the per-event programs
+(net_dev, block_io, softirq, sock_io). The recording grows 0.183 (iperf3) to 0.450 (512 threads)
+MB a minute; fewer --probes load fewer programs.
 """
 
 EPILOG = OVERHEAD + """
