@@ -7,8 +7,8 @@ start-up, memory and report time. One command, as root:
 It writes RESULTS.md and results.json into ``--out`` (default: benchmarks/). Every number in
 RESULTS.md comes from this run's measurements. Workloads are real tools (openssl speed, fio,
 pigz, zstd; iperf3 in the overhead runs), a loopback TCP stream of blocking calls
-(benchmarks/tcp_stream.py) and examples/train_ddp.py; missing Debian packages are installed with apt-get unless
-``--no-install``. Timed comparisons are interleaved (each round runs every condition once, in a
+(benchmarks/tcp_stream.py) and examples/train_ddp.py; missing Debian packages are installed with
+apt-get unless ``--no-install``. Timed comparisons are interleaved (each round runs every condition once, in a
 rotated order) and reported as the median of per-round ratios, since the machine may be noisy.
 """
 

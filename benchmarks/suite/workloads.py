@@ -13,7 +13,7 @@ from pathlib import Path
 from .config import BENCH, PERF_RECORD, PYTHON, ROOT, TOGETHER, Config
 
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now (for iperf3)."""
+    """A TCP port free on 127.0.0.1 now (for iperf3 and tcp_stream.py)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
