@@ -196,9 +196,10 @@ class Recorder:
             writer.discard(end_time=time.time(), exit_code=None, complete=True, error="command failed to start")
             raise
         # The start-up's objects (bcc's, the rules, symbol tables: ~28,000) live as long as the
-        # run: kept out of every later collection. The drains' containers mostly die by their
-        # reference counts; a young collection every 10,000 allocations, not 700, finds them gone
-        # (gc 13.4 -> 7.8 ms of the recorder's ~0.3 s in 30 s of DDP training, 2026-12-07).
+        # run: kept out of every later collection (30 s of DDP training: its one full collection,
+        # 10 ms, gone). The drains' containers mostly die by their reference counts; a young
+        # collection every 10,000 allocations, not 700, finds them gone (the young and middle
+        # collections 13.4 -> 7.8 and 13.3 -> 9.6 ms in two pairs of such recordings, 2026-12-07).
         gc.freeze()
         gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
         if not self.work.target.command:  # processes that ran before: their CPU counts from now
